@@ -1,0 +1,304 @@
+// Package proto is the wire protocol between sandboxd and the sandbox-agent.
+//
+// sandboxd execs `sandbox-agent attach` once per sandbox; attach bridges the
+// exec's stdio to the agent daemon's unix socket. Over that byte stream runs
+// one yamux session in which sandboxd is the client: it opens one stream per
+// request. A stream begins with one request frame from sandboxd and one
+// response frame from the agent. A frame is a 4-byte big-endian length and a
+// JSON document (at most MaxFrame bytes). For the streaming ops (OpAttach,
+// OpDial) the stream carries raw bytes after the response frame.
+//
+// File paths in requests are confined by the agent to Root: a path that is
+// relative is taken from Root, an absolute one must lie inside it, and a
+// path that escapes Root — "..", an absolute path elsewhere, or a symlink
+// that resolves outside — is refused with CodeInvalidArgument. The agent is
+// the only place this is decided, because only it sees the sandbox's
+// filesystem and its symlinks.
+package proto
+
+import "time"
+
+// Version is bumped on every incompatible change; attach refuses a daemon
+// of another version and restarts it only when it owns no processes.
+const Version = 1
+
+// MaxFrame caps one JSON frame (64 MiB covers file batches).
+const MaxFrame = 64 << 20
+
+// Op names a request.
+type Op string
+
+const (
+	OpHello      Op = "hello"       // -> HelloResponse
+	OpReadFile   Op = "read_file"   // ReadFileRequest -> ReadFileResponse
+	OpReadFiles  Op = "read_files"  // ReadFilesRequest -> ReadFilesResponse
+	OpWriteFiles Op = "write_files" // WriteFilesRequest -> Empty (all or nothing)
+	OpStat       Op = "stat"        // StatRequest -> StatResponse
+	OpWalk       Op = "walk"        // WalkRequest -> WalkResponse
+	OpExec       Op = "exec"        // ExecRequest -> ExecResponse (run to completion)
+	OpSpawn      Op = "spawn"       // SpawnRequest -> SpawnResponse
+	OpAttach     Op = "attach"      // AttachRequest -> Empty, then raw bytes
+	OpSignal     Op = "signal"      // SignalRequest -> Empty
+	OpWait       Op = "wait"        // WaitRequest -> ProcessInfo
+	OpList       Op = "list"        // ListRequest -> ListResponse
+	OpDial       Op = "dial"        // DialRequest -> Empty, then raw bytes
+)
+
+// Request is the first frame of every stream. Exactly one of the pointer
+// fields matching Op is set.
+type Request struct {
+	Op         Op                 `json:"op"`
+	ReadFile   *ReadFileRequest   `json:"read_file,omitempty"`
+	ReadFiles  *ReadFilesRequest  `json:"read_files,omitempty"`
+	WriteFiles *WriteFilesRequest `json:"write_files,omitempty"`
+	Stat       *StatRequest       `json:"stat,omitempty"`
+	Walk       *WalkRequest       `json:"walk,omitempty"`
+	Exec       *ExecRequest       `json:"exec,omitempty"`
+	Spawn      *SpawnRequest      `json:"spawn,omitempty"`
+	Attach     *AttachRequest     `json:"attach,omitempty"`
+	Signal     *SignalRequest     `json:"signal,omitempty"`
+	Wait       *WaitRequest       `json:"wait,omitempty"`
+	List       *ListRequest       `json:"list,omitempty"`
+	Dial       *DialRequest       `json:"dial,omitempty"`
+}
+
+// Response is the first frame the agent writes back. Error is set when the
+// op failed; otherwise the field matching the op is set (none for Empty ops).
+type Response struct {
+	Error     *Error             `json:"error,omitempty"`
+	Hello     *HelloResponse     `json:"hello,omitempty"`
+	ReadFile  *ReadFileResponse  `json:"read_file,omitempty"`
+	ReadFiles *ReadFilesResponse `json:"read_files,omitempty"`
+	Stat      *StatResponse      `json:"stat,omitempty"`
+	Walk      *WalkResponse      `json:"walk,omitempty"`
+	Exec      *ExecResponse      `json:"exec,omitempty"`
+	Spawn     *SpawnResponse     `json:"spawn,omitempty"`
+	Process   *ProcessInfo       `json:"process,omitempty"`
+	List      *ListResponse      `json:"list,omitempty"`
+}
+
+// Error codes are errdefs class codes ("invalid_argument", "not_found", ...).
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// HelloResponse identifies the daemon.
+type HelloResponse struct {
+	Version   int       `json:"version"`
+	PID       int       `json:"pid"`
+	StartedAt time.Time `json:"started_at"`
+	Hostname  string    `json:"hostname"`
+}
+
+// ReadFileRequest reads one file. MaxBytes caps the returned data (0: 16 MiB);
+// a longer file is truncated and Size tells its full length.
+type ReadFileRequest struct {
+	Root     string `json:"root"`
+	Path     string `json:"path"`
+	MaxBytes int64  `json:"max_bytes,omitempty"`
+}
+
+// ReadFileResponse carries the (possibly truncated) contents.
+type ReadFileResponse struct {
+	Path      string    `json:"path"` // resolved absolute path
+	Data      []byte    `json:"data"`
+	Size      int64     `json:"size"`
+	Mode      uint32    `json:"mode"`
+	ModTime   time.Time `json:"mod_time"`
+	Truncated bool      `json:"truncated,omitempty"`
+}
+
+// ReadFilesRequest reads many files in one round trip (for search tools).
+// Files larger than MaxBytesEach are skipped with Skipped set; the total
+// answer is capped at MaxTotal (0: 48 MiB) and the rest reported as Missing.
+type ReadFilesRequest struct {
+	Root         string   `json:"root"`
+	Paths        []string `json:"paths"`
+	MaxBytesEach int64    `json:"max_bytes_each,omitempty"`
+	MaxTotal     int64    `json:"max_total,omitempty"`
+}
+
+// ReadFilesResponse has one entry per requested path, in order.
+type ReadFilesResponse struct {
+	Files []FileData `json:"files"`
+}
+
+// FileData is one file of a batch read.
+type FileData struct {
+	Path    string    `json:"path"`
+	Data    []byte    `json:"data,omitempty"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mod_time"`
+	Skipped string    `json:"skipped,omitempty"` // why the data is absent ("too large", "not found", "over total cap", ...)
+}
+
+// WriteFilesRequest writes, creates or deletes several files all or nothing:
+// every new content is staged to a temporary file beside its target first,
+// then all are renamed into place; if any step fails, what was already
+// renamed is restored from its backup, so the tree is never left half-written.
+// ExpectSHA256, when set for a file, must match the current contents (the
+// empty string for "must not exist" is spelled ExpectAbsent).
+type WriteFilesRequest struct {
+	Root  string      `json:"root"`
+	Files []WriteFile `json:"files"`
+}
+
+// WriteFile is one entry of a WriteFilesRequest.
+type WriteFile struct {
+	Path         string `json:"path"`
+	Data         []byte `json:"data,omitempty"`
+	Mode         uint32 `json:"mode,omitempty"` // 0: keep the existing mode, or 0644 for a new file
+	Delete       bool   `json:"delete,omitempty"`
+	MkdirAll     bool   `json:"mkdir_all,omitempty"` // create missing parent directories
+	ExpectSHA256 string `json:"expect_sha256,omitempty"`
+	ExpectAbsent bool   `json:"expect_absent,omitempty"`
+}
+
+// StatRequest stats a path (following symlinks that stay inside Root).
+type StatRequest struct {
+	Root string `json:"root"`
+	Path string `json:"path"`
+}
+
+// StatResponse describes one file.
+type StatResponse struct {
+	FileInfo
+}
+
+// FileInfo describes one file or directory; Path is relative to the walk's
+// base for walks and absolute for stat.
+type FileInfo struct {
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	Mode    uint32    `json:"mode"` // Go fs.FileMode bits
+	ModTime time.Time `json:"mod_time"`
+	IsDir   bool      `json:"is_dir,omitempty"`
+	Symlink bool      `json:"symlink,omitempty"`
+}
+
+// WalkRequest lists the regular files under Path (inside Root). Hidden
+// directories named in SkipDirs (default: .git, node_modules) are not
+// entered; with Gitignore the .gitignore files met on the way are honoured.
+// At most MaxEntries (0: 200000) entries are returned; Truncated says more exist.
+type WalkRequest struct {
+	Root       string   `json:"root"`
+	Path       string   `json:"path"`
+	MaxEntries int      `json:"max_entries,omitempty"`
+	Gitignore  bool     `json:"gitignore,omitempty"`
+	SkipDirs   []string `json:"skip_dirs,omitempty"`
+	MaxSize    int64    `json:"max_size,omitempty"` // files larger than this are left out (0: no limit)
+}
+
+// WalkResponse lists files, paths relative to the walked directory.
+type WalkResponse struct {
+	Base      string     `json:"base"` // absolute path that was walked
+	Files     []FileInfo `json:"files"`
+	Truncated bool       `json:"truncated,omitempty"`
+}
+
+// ExecRequest runs a command to completion and returns its capped output.
+// The command runs in its own process group, which is killed whole on
+// timeout or when the request's stream closes.
+type ExecRequest struct {
+	Argv     []string          `json:"argv"`
+	Dir      string            `json:"dir,omitempty"`
+	Env      map[string]string `json:"env,omitempty"` // added to the agent's environment
+	Stdin    []byte            `json:"stdin,omitempty"`
+	Timeout  time.Duration     `json:"timeout,omitempty"`   // 0: 10 minutes
+	MaxBytes int               `json:"max_bytes,omitempty"` // per stream, head and tail kept (0: 64 KiB)
+}
+
+// ExecResponse is the result of an ExecRequest. Each stream keeps its head
+// and tail; Omitted counts the bytes cut from its middle.
+type ExecResponse struct {
+	ExitCode      int           `json:"exit_code"`
+	Signal        string        `json:"signal,omitempty"`
+	TimedOut      bool          `json:"timed_out,omitempty"`
+	Stdout        []byte        `json:"stdout"`
+	Stderr        []byte        `json:"stderr"`
+	StdoutOmitted int64         `json:"stdout_omitted,omitempty"`
+	StderrOmitted int64         `json:"stderr_omitted,omitempty"`
+	Duration      time.Duration `json:"duration"`
+}
+
+// SpawnRequest starts a long-lived process owned by the daemon. Its output is
+// kept in a bounded buffer until someone attaches; when the buffer is full
+// the agent stops reading (the process blocks) rather than dropping bytes.
+// Name is a caller-chosen key (e.g. "lsp/go/workspace"); spawning a Name that
+// is still running fails with CodeConflict so callers re-attach instead.
+type SpawnRequest struct {
+	Name   string            `json:"name,omitempty"`
+	Argv   []string          `json:"argv"`
+	Dir    string            `json:"dir,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Stdin keeps a pipe to the process's stdin for attachers; otherwise stdin is /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
+	// ExtraFiles opens N more pipe pairs as fds 3.. (the child reads fd 3+2i, writes fd 4+2i),
+	// attachable as streams "fd3", "fd4", ...; used by kernels to keep their protocol off stdout.
+	ExtraPipes int `json:"extra_pipes,omitempty"`
+}
+
+// SpawnResponse names the new process.
+type SpawnResponse struct {
+	Process ProcessInfo `json:"process"`
+}
+
+// AttachRequest connects the stream to a process's stdio: Stream is "stdin",
+// "stdout", "stderr", or "fdN" for an extra pipe. One attacher per stream at
+// a time: a new attach replaces the old one (whose stream is closed), which
+// is how a restarted sandboxd takes over.
+type AttachRequest struct {
+	ID     string `json:"id"`
+	Stream string `json:"stream"`
+}
+
+// SignalRequest sends a signal ("TERM", "KILL", "INT", ...) to a process,
+// to its whole process group when Group is set.
+type SignalRequest struct {
+	ID     string `json:"id"`
+	Signal string `json:"signal"`
+	Group  bool   `json:"group,omitempty"`
+}
+
+// WaitRequest waits for a process to exit, at most Timeout (0: return at once).
+// The response's ProcessInfo has Running set when it has not exited yet.
+type WaitRequest struct {
+	ID      string        `json:"id"`
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// ListRequest lists the daemon's processes, optionally only those whose
+// labels include all of Labels.
+type ListRequest struct {
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// ListResponse lists processes, oldest first.
+type ListResponse struct {
+	Processes []ProcessInfo `json:"processes"`
+}
+
+// ProcessInfo describes a spawned process. Exited processes stay listed
+// (and waitable) until they are older than the daemon's retention.
+type ProcessInfo struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name,omitempty"`
+	PID       int               `json:"pid"`
+	Argv      []string          `json:"argv"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	StartedAt time.Time         `json:"started_at"`
+	Running   bool              `json:"running"`
+	ExitCode  int               `json:"exit_code"`
+	Signal    string            `json:"signal,omitempty"`
+	ExitedAt  time.Time         `json:"exited_at,omitzero"`
+}
+
+// DialRequest connects the stream to a socket inside the sandbox.
+// Network is "unix" (or "tcp" to a loopback address).
+type DialRequest struct {
+	Network string        `json:"network"`
+	Address string        `json:"address"`
+	Timeout time.Duration `json:"timeout,omitempty"`
+}

@@ -1,0 +1,82 @@
+// Package sandbox maps conversations to sandboxes. The map lives in the
+// backend's own labels, so a restarted sandboxd finds every sandbox again;
+// the Manager keeps one agent pipe per sandbox and reaps idle ones.
+// Backends (sandbox/docker, sandbox/host, ...) only create, find, remove and
+// exec into sandboxes.
+package sandbox
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Label keys every backend stores on its sandboxes.
+const (
+	LabelManaged      = "io.sandboxd.managed"      // "true"
+	LabelTenant       = "io.sandboxd.tenant"       // tenant name
+	LabelConversation = "io.sandboxd.conversation" // conversation id
+	LabelCreatedAt    = "io.sandboxd.created-at"   // RFC 3339
+)
+
+// States of a sandbox as reported by the API.
+const (
+	StateRunning = "running"
+	StateStopped = "stopped" // exists but not running: tools answer that it is not running
+	StateGone    = "gone"
+)
+
+// Resources are the limits requested for a sandbox; zero means the default.
+type Resources struct {
+	CPUs     float64 `json:"cpus,omitempty"`
+	MemoryMB int64   `json:"memory_mb,omitempty"`
+	Pids     int64   `json:"pids,omitempty"`
+}
+
+// Spec is what Create needs.
+type Spec struct {
+	Tenant       string
+	Conversation string
+	Image        string
+	Env          map[string]string
+	Resources    Resources
+	Network      string // "none" (default) or "bridge"
+	// HostWorkspace, when set, is a host directory used as the workspace
+	// (bind-mounted by Docker, used in place by the host backend). Callers
+	// have already checked it against the allowed host paths.
+	HostWorkspace string
+}
+
+// Info describes one sandbox.
+type Info struct {
+	ID           string
+	Tenant       string
+	Conversation string
+	Backend      string
+	Image        string
+	State        string
+	CreatedAt    time.Time
+	Workspace    string // absolute workspace root as the agent sees it
+	Labels       map[string]string
+}
+
+// Backend creates, finds, removes and execs into sandboxes.
+type Backend interface {
+	Name() string
+	Create(ctx context.Context, spec Spec) (Info, error)
+	// List returns every sandbox that carries LabelManaged, in any state.
+	List(ctx context.Context) ([]Info, error)
+	// Inspect returns one sandbox; errdefs.ErrNotFound when it is gone.
+	Inspect(ctx context.Context, id string) (Info, error)
+	// Remove stops and removes the sandbox and everything running in it.
+	Remove(ctx context.Context, id string) error
+	// AttachAgent runs `sandbox-agent attach` inside the sandbox and returns
+	// its stdio as one byte stream. Closing it ends the exec, not the agent.
+	AttachAgent(ctx context.Context, id string) (io.ReadWriteCloser, error)
+}
+
+// Pinger is an optional Backend capability: a cheap liveness check of the
+// engine, used by /readyz.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}

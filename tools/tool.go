@@ -1,0 +1,115 @@
+// Package tools holds the tool registry: what each tool is (level,
+// parallel-safety, schema), when it registers, and how a call reaches it.
+// Each tool family lives in its own sub-package and only implements Tool.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent"
+)
+
+// Level says what a tool may do; it decides which surfaces see the tool.
+type Level string
+
+const (
+	LevelRead  Level = "read"  // no side effects
+	LevelWrite Level = "write" // changes files
+	LevelExec  Level = "exec"  // starts or controls a process
+)
+
+// Surfaces of a run. Plan and readonly runs see read-level tools only.
+const (
+	SurfaceDefault  = "default"
+	SurfacePlan     = "plan"
+	SurfaceReadonly = "readonly"
+)
+
+// Spec is a tool as the model sees it (DESIGN.md §3 ToolSpec).
+type Spec struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	Level        Level           `json:"level"`
+	ParallelSafe bool            `json:"parallel_safe"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+}
+
+// Block is one piece of a tool result.
+type Block struct {
+	Type     string `json:"type"` // "text" or "image"
+	Text     string `json:"text,omitempty"`
+	MimeType string `json:"mime_type,omitempty"`
+	Data     string `json:"data,omitempty"` // base64
+}
+
+// Result is what a tool call returns to the model.
+type Result struct {
+	Content []Block `json:"content"`
+	IsError bool    `json:"is_error"`
+}
+
+// Text returns a successful result with one text block.
+func Text(s string) Result { return Result{Content: []Block{{Type: "text", Text: s}}} }
+
+// Errorf-like helper: an is_error result with one sentence for the model.
+func Error(s string) Result { return Result{Content: []Block{{Type: "text", Text: s}}, IsError: true} }
+
+// Run is what a tool knows about the run that calls it.
+type Run struct {
+	ID           string
+	Tenant       string
+	Conversation string
+	Surface      string
+	Workdir      string // as given at run creation; "" means the workspace root
+	Space        string
+	Approval     string // "auto" or "ask"
+	Vibe         bool
+	Parent       string
+}
+
+// SandboxConn is the conversation's sandbox as a tool uses it.
+type SandboxConn struct {
+	ID        string
+	Backend   string
+	Workspace string // absolute workspace root inside the sandbox
+	Agent     *agent.Client
+}
+
+// Env is what a registration condition and a call can see of the wiring:
+// the run, and whether (and how) its conversation has a sandbox.
+type Env struct {
+	Run *Run
+	// HasSandbox is true when the conversation has a live sandbox. It is
+	// found from the manager's label map and never creates one.
+	HasSandbox bool
+	// Sandbox opens (or reuses) the pipe to the conversation's sandbox. It
+	// never creates or starts a sandbox; a sandbox that vanished is an error
+	// that says so.
+	Sandbox func(ctx context.Context) (*SandboxConn, error)
+	// AfterWrite, when set, is called by write tools with the paths they
+	// changed (absolute inside the sandbox); the blocks it returns (new
+	// diagnostics) are appended to the tool's result. Diagnostics-on-write
+	// plugs in here.
+	AfterWrite func(ctx context.Context, conn *SandboxConn, paths []string) []Block
+}
+
+// Tool is one tool family member. Call receives arguments already validated
+// against Spec().InputSchema; it reports problems the model should read as a
+// Result with IsError, and returns a Go error only for failures of sandboxd
+// itself (they become an is_error result too, classed and logged).
+type Tool interface {
+	Spec() Spec
+	// Available is the registration condition (DESIGN.md §4 table). It must
+	// be cheap and must not start anything.
+	Available(env *Env) bool
+	Call(ctx context.Context, env *Env, args json.RawMessage) (Result, error)
+}
+
+// CallObserver receives one record per finished call (metrics plug in here).
+// Outcome is one of "ok", "tool_error", "invalid_arguments", "internal_error",
+// "canceled".
+type CallObserver interface {
+	ObserveToolCall(tool string, level Level, outcome string, d time.Duration)
+}
