@@ -6,74 +6,265 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"time"
+
+	"github.com/hashicorp/yamux"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// SKELETON: signatures fixed; bodies are being implemented.
-
-var errTODO = errors.New("agent client: not implemented yet")
-
 // Client is one session to one agent daemon. It is safe for concurrent use.
-type Client struct{}
+//
+// Goroutines: yamux's receive, send and keepalive loops for the session;
+// each call runs on its caller's goroutine. Close (or the pipe dropping)
+// ends the session and every open stream.
+type Client struct {
+	sess *yamux.Session
+}
 
 // NewClient starts a session over rwc (the attach exec's stdio) and checks
 // the daemon's version with a hello. The client owns rwc.
-func NewClient(ctx context.Context, rwc io.ReadWriteCloser) (*Client, error) { return nil, errTODO }
+func NewClient(ctx context.Context, rwc io.ReadWriteCloser) (*Client, error) {
+	c, err := newSession(rwc)
+	if err != nil {
+		return nil, err
+	}
+	h, err := c.Hello(ctx)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if h.Version != proto.Version {
+		c.Close()
+		return nil, errdefs.FailedPrecondition("the sandbox agent speaks protocol version %d but sandboxd needs %d; restart the agent with the matching binary", h.Version, proto.Version)
+	}
+	return c, nil
+}
+
+func newSession(rwc io.ReadWriteCloser) (*Client, error) {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	cfg.MaxStreamWindowSize = 1 << 20
+	cfg.StreamCloseTimeout = time.Minute
+	sess, err := yamux.Client(rwc, cfg)
+	if err != nil {
+		rwc.Close()
+		return nil, errdefs.Internal("cannot start the agent session: %v", err)
+	}
+	return &Client{sess: sess}, nil
+}
 
 // Hello returns the daemon's identity.
-func (c *Client) Hello(ctx context.Context) (*proto.HelloResponse, error) { return nil, errTODO }
+func (c *Client) Hello(ctx context.Context) (*proto.HelloResponse, error) {
+	resp, err := c.call(ctx, &proto.Request{Op: proto.OpHello})
+	if err != nil {
+		return nil, err
+	}
+	return need(resp.Hello, proto.OpHello)
+}
 
+// ReadFile reads one file inside r.Root.
 func (c *Client) ReadFile(ctx context.Context, r *proto.ReadFileRequest) (*proto.ReadFileResponse, error) {
-	return nil, errTODO
+	resp, err := c.call(ctx, &proto.Request{Op: proto.OpReadFile, ReadFile: r})
+	if err != nil {
+		return nil, err
+	}
+	return need(resp.ReadFile, proto.OpReadFile)
 }
 
+// ReadFiles reads many files in one round trip.
 func (c *Client) ReadFiles(ctx context.Context, r *proto.ReadFilesRequest) (*proto.ReadFilesResponse, error) {
-	return nil, errTODO
+	resp, err := c.call(ctx, &proto.Request{Op: proto.OpReadFiles, ReadFiles: r})
+	if err != nil {
+		return nil, err
+	}
+	return need(resp.ReadFiles, proto.OpReadFiles)
 }
 
-func (c *Client) WriteFiles(ctx context.Context, r *proto.WriteFilesRequest) error { return errTODO }
+// WriteFiles writes, creates or deletes files all or nothing.
+func (c *Client) WriteFiles(ctx context.Context, r *proto.WriteFilesRequest) error {
+	_, err := c.call(ctx, &proto.Request{Op: proto.OpWriteFiles, WriteFiles: r})
+	return err
+}
 
+// Stat describes one path inside r.Root.
 func (c *Client) Stat(ctx context.Context, r *proto.StatRequest) (*proto.StatResponse, error) {
-	return nil, errTODO
+	resp, err := c.call(ctx, &proto.Request{Op: proto.OpStat, Stat: r})
+	if err != nil {
+		return nil, err
+	}
+	return need(resp.Stat, proto.OpStat)
 }
 
+// Walk lists the regular files under a directory.
 func (c *Client) Walk(ctx context.Context, r *proto.WalkRequest) (*proto.WalkResponse, error) {
-	return nil, errTODO
+	resp, err := c.call(ctx, &proto.Request{Op: proto.OpWalk, Walk: r})
+	if err != nil {
+		return nil, err
+	}
+	return need(resp.Walk, proto.OpWalk)
 }
 
+// Exec runs a command to completion. Cancelling ctx closes the stream, which
+// kills the command's process group.
 func (c *Client) Exec(ctx context.Context, r *proto.ExecRequest) (*proto.ExecResponse, error) {
-	return nil, errTODO
+	resp, err := c.call(ctx, &proto.Request{Op: proto.OpExec, Exec: r})
+	if err != nil {
+		return nil, err
+	}
+	return need(resp.Exec, proto.OpExec)
 }
 
+// Spawn starts a long-lived process owned by the daemon.
 func (c *Client) Spawn(ctx context.Context, r *proto.SpawnRequest) (*proto.ProcessInfo, error) {
-	return nil, errTODO
+	resp, err := c.call(ctx, &proto.Request{Op: proto.OpSpawn, Spawn: r})
+	if err != nil {
+		return nil, err
+	}
+	s, err := need(resp.Spawn, proto.OpSpawn)
+	if err != nil {
+		return nil, err
+	}
+	return &s.Process, nil
 }
 
 // Attach connects to a process's stream ("stdin", "stdout", "stderr", "fdN").
+// ctx bounds only the attaching; the returned pipe lives until closed. A new
+// attach to the same stream replaces this one (its pipe is closed). Closing
+// a stdin (or input fdN) attachment gives the process EOF; a dropped session
+// does not.
 func (c *Client) Attach(ctx context.Context, id, stream string) (io.ReadWriteCloser, error) {
-	return nil, errTODO
+	st, _, err := c.open(ctx, &proto.Request{Op: proto.OpAttach, Attach: &proto.AttachRequest{ID: id, Stream: stream}})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
-func (c *Client) Signal(ctx context.Context, r *proto.SignalRequest) error { return errTODO }
+// Signal sends a signal to a process, or to its process group.
+func (c *Client) Signal(ctx context.Context, r *proto.SignalRequest) error {
+	_, err := c.call(ctx, &proto.Request{Op: proto.OpSignal, Signal: r})
+	return err
+}
 
+// Wait waits up to r.Timeout for a process to exit; Running is set in the
+// answer when it has not.
 func (c *Client) Wait(ctx context.Context, r *proto.WaitRequest) (*proto.ProcessInfo, error) {
-	return nil, errTODO
+	resp, err := c.call(ctx, &proto.Request{Op: proto.OpWait, Wait: r})
+	if err != nil {
+		return nil, err
+	}
+	return need(resp.Process, proto.OpWait)
 }
 
+// List lists the daemon's processes, oldest first.
 func (c *Client) List(ctx context.Context, r *proto.ListRequest) ([]proto.ProcessInfo, error) {
-	return nil, errTODO
+	if r == nil {
+		r = &proto.ListRequest{}
+	}
+	resp, err := c.call(ctx, &proto.Request{Op: proto.OpList, List: r})
+	if err != nil {
+		return nil, err
+	}
+	l, err := need(resp.List, proto.OpList)
+	if err != nil {
+		return nil, err
+	}
+	return l.Processes, nil
 }
 
-// Dial connects to a socket inside the sandbox.
+// Dial connects to a socket inside the sandbox. ctx bounds only the dialing.
 func (c *Client) Dial(ctx context.Context, r *proto.DialRequest) (net.Conn, error) {
-	return nil, errTODO
+	st, _, err := c.open(ctx, &proto.Request{Op: proto.OpDial, Dial: r})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // Done is closed when the session has ended (pipe dropped or Close).
-func (c *Client) Done() <-chan struct{} { return nil }
+func (c *Client) Done() <-chan struct{} { return c.sess.CloseChan() }
 
 // Close ends the session; processes in the sandbox keep running.
-func (c *Client) Close() error { return errTODO }
+func (c *Client) Close() error { return c.sess.Close() }
+
+// call runs a request/response exchange on a fresh stream.
+func (c *Client) call(ctx context.Context, req *proto.Request) (*proto.Response, error) {
+	st, resp, err := c.open(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	st.Close()
+	return resp, nil
+}
+
+// open opens a stream, sends req and reads the response; ctx's deadline and
+// cancellation apply to the whole exchange. On success the stream is
+// returned with no deadline, for the streaming ops.
+func (c *Client) open(ctx context.Context, req *proto.Request) (*yamux.Stream, *proto.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, ctxError(err, req.Op)
+	}
+	st, err := c.sess.OpenStream()
+	if err != nil {
+		return nil, nil, c.sessionError(err, req.Op)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		st.SetDeadline(dl)
+	}
+	// Cancellation closes the stream: the daemon sees it end and stops the
+	// work (an exec's process group is killed), and our read returns.
+	stop := context.AfterFunc(ctx, func() {
+		st.SetDeadline(time.Now())
+		st.Close()
+	})
+	var resp proto.Response
+	err = proto.WriteFrame(st, req)
+	if err == nil {
+		err = proto.ReadFrame(st, &resp)
+	}
+	if !stop() || ctx.Err() != nil {
+		st.Close()
+		return nil, nil, ctxError(ctx.Err(), req.Op)
+	}
+	if err != nil {
+		st.Close()
+		if errors.Is(err, yamux.ErrTimeout) {
+			return nil, nil, ctxError(context.DeadlineExceeded, req.Op)
+		}
+		return nil, nil, c.sessionError(err, req.Op)
+	}
+	if resp.Error != nil {
+		st.Close()
+		return nil, nil, errdefs.FromCode(resp.Error.Code, resp.Error.Message)
+	}
+	st.SetDeadline(time.Time{})
+	return st, &resp, nil
+}
+
+func (c *Client) sessionError(err error, op proto.Op) error {
+	if c.sess.IsClosed() || errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errdefs.Unavailable("the sandbox agent session has ended during %s; reconnect to the sandbox and retry", op)
+	}
+	return errdefs.Internal("agent %s failed: %v", op, err)
+}
+
+func ctxError(err error, op proto.Op) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return errdefs.DeadlineExceeded("agent %s did not finish before the deadline", op)
+	}
+	return fmt.Errorf("agent %s cancelled: %w", op, err)
+}
+
+// need checks that the response carries the body for op.
+func need[T any](v *T, op proto.Op) (*T, error) {
+	if v == nil {
+		return nil, errdefs.Internal("the agent's answer to %s has no body; the agent and sandboxd may be out of step", op)
+	}
+	return v, nil
+}

@@ -1,0 +1,59 @@
+package daemon
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+)
+
+// buildCmd prepares argv to run in its own process group with env added to
+// the daemon's environment.
+func buildCmd(argv []string, dir string, env map[string]string) (*exec.Cmd, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errdefs.InvalidArgument("argv is empty; give the program and its arguments")
+	}
+	for _, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, errdefs.InvalidArgument("argument %q contains a NUL byte; arguments must be plain strings", a)
+		}
+	}
+	if dir != "" {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, errdefs.NotFound("working directory %q does not exist or is not a directory; give an existing directory", dir)
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if cmd.Err != nil && !errors.Is(cmd.Err, exec.ErrDot) {
+		return nil, startError(argv[0], cmd.Err)
+	}
+	cmd.Err = nil
+	cmd.Dir = dir
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			return nil, errdefs.InvalidArgument("environment variable %q is not valid; names must be non-empty without '=' or NUL", k)
+		}
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd, nil
+}
+
+// startError explains why a program could not start.
+func startError(prog string, err error) error {
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		return errdefs.NotFound("program %q was not found on the sandbox's PATH; install it or give its full path", prog)
+	case errors.Is(err, fs.ErrNotExist):
+		return errdefs.NotFound("cannot start %q: %v; check the program and the working directory", prog, err)
+	case errors.Is(err, fs.ErrPermission):
+		return errdefs.FailedPrecondition("cannot start %q: permission denied; check that it is executable", prog)
+	default:
+		return errdefs.FailedPrecondition("cannot start %q: %v", prog, err)
+	}
+}

@@ -1,0 +1,425 @@
+// Package daemon is the sandbox-agent's side of the agent protocol (see
+// agent/proto): it serves file operations, commands, long-lived processes and
+// socket dialing to sandboxd over yamux sessions, one per connection.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/errdefs"
+)
+
+// Server is the agent daemon. It owns every process it starts, in its own
+// process group, and kills those groups on Close.
+//
+// Goroutines: one accept loop per Serve listener, one per ServeConn session
+// (accepting streams), one per open stream (its handler), per spawned process
+// one pump per output pipe plus one copier per attachment, and the reaper
+// (one goroutine in subreaper mode, one per child otherwise).
+// Shutdown order (Close): stop listeners, close sessions (which ends their
+// streams and handlers), kill every owned process group, wait for their exit
+// statuses, stop the reaper.
+type Server struct {
+	log       *slog.Logger
+	opts      options
+	reaper    reaper
+	procs     *procTable
+	startedAt time.Time
+	hostname  string
+
+	// mu guards listeners, sessions, execs and closed.
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	sessions  map[*yamux.Session]struct{}
+	execs     map[int]struct{} // pgids of running exec requests
+	closed    bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type options struct {
+	log            *slog.Logger
+	subreaper      bool
+	bufferSize     int
+	retainCount    int
+	retainFor      time.Duration
+	requestTimeout time.Duration
+	commitHook     func(i int) error // test-only fault injection in write_files
+	opHook         func(proto.Op)    // test-only, runs before each op
+}
+
+// Option configures a Server.
+type Option func(*options)
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithSubreaper makes the calling process a child subreaper and reaps every
+// child with one wait4(-1) loop: orphans re-parented to the daemon are reaped
+// too. Only for a process that runs nothing but this Server (the
+// sandbox-agent binary): the loop would steal exit statuses from any other
+// child the process starts.
+func WithSubreaper() Option { return func(o *options) { o.subreaper = true } }
+
+// WithOutputBuffer sets the per-stream buffer for spawned processes' output
+// (default 1 MiB); a full buffer stops reading from the process.
+func WithOutputBuffer(n int) Option { return func(o *options) { o.bufferSize = n } }
+
+// WithRetention bounds how many exited processes stay listed and for how
+// long (default 256 and 1 hour).
+func WithRetention(count int, d time.Duration) Option {
+	return func(o *options) { o.retainCount, o.retainFor = count, d }
+}
+
+// WithRequestTimeout bounds reading a request frame and writing a response
+// frame (default 2 minutes).
+func WithRequestTimeout(d time.Duration) Option { return func(o *options) { o.requestTimeout = d } }
+
+// New returns a Server; it starts serving with Serve or ServeConn.
+func New(opts ...Option) *Server {
+	o := options{
+		bufferSize:     1 << 20,
+		retainCount:    256,
+		retainFor:      time.Hour,
+		requestTimeout: 2 * time.Minute,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	host, _ := os.Hostname()
+	s := &Server{
+		log:       o.log,
+		opts:      o,
+		startedAt: time.Now(),
+		hostname:  host,
+		listeners: map[net.Listener]struct{}{},
+		sessions:  map[*yamux.Session]struct{}{},
+		execs:     map[int]struct{}{},
+	}
+	if o.subreaper {
+		s.reaper = newSubreaper(o.log)
+	} else {
+		s.reaper = childReaper{}
+	}
+	s.procs = newProcTable(s.reaper, o.bufferSize, o.retainCount, o.retainFor)
+	return s
+}
+
+var errServerClosed = errors.New("agent daemon is shutting down")
+
+// Serve accepts connections on l and serves each with ServeConn until ctx
+// ends, l fails, or the Server is closed.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil || s.isClosed() {
+				return nil
+			}
+			return err
+		}
+		go func() {
+			if err := s.ServeConn(ctx, c); err != nil {
+				s.log.Warn("agent session ended with an error", "err", err)
+			}
+		}()
+	}
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// yamuxConfig is the session configuration; agent.Client uses the same.
+func yamuxConfig() *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	cfg.MaxStreamWindowSize = 1 << 20
+	cfg.StreamCloseTimeout = time.Minute
+	return cfg
+}
+
+// ServeConn runs one yamux server session over c and returns when it ends.
+// sandboxd opens one stream per request. Processes survive the session.
+func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
+	sess, err := yamux.Server(c, yamuxConfig())
+	if err != nil {
+		c.Close()
+		return fmt.Errorf("start agent session: %w", err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		sess.Close()
+		return errServerClosed
+	}
+	s.sessions[sess] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.sessions, sess)
+		s.mu.Unlock()
+		sess.Close()
+	}()
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	defer stop()
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			if sess.IsClosed() || errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		go s.handle(ctx, st)
+	}
+}
+
+// handle serves one stream: one request frame, one response frame, and for
+// attach and dial the raw bytes after it.
+func (s *Server) handle(ctx context.Context, st *yamux.Stream) {
+	keepOpen := false
+	defer func() {
+		if !keepOpen {
+			st.Close()
+		}
+	}()
+	st.SetReadDeadline(time.Now().Add(s.opts.requestTimeout))
+	var req proto.Request
+	if err := proto.ReadFrame(st, &req); err != nil {
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		s.reply(st, nil, errdefs.InvalidArgument("the request frame could not be read (%v); send one length-prefixed JSON request per stream", err))
+		return
+	}
+	st.SetReadDeadline(time.Time{})
+	replied := false
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("agent handler panicked", "op", req.Op, "panic", p, "stack", string(debug.Stack()))
+			keepOpen = false
+			if !replied { // after the response the stream carries raw bytes
+				s.reply(st, nil, errdefs.Internal("the agent failed while handling %q: %v", req.Op, p))
+			}
+		}
+	}()
+	resp, stream, err := s.dispatch(ctx, st, &req)
+	if err != nil {
+		s.reply(st, nil, err)
+		return
+	}
+	replied = true
+	if !s.reply(st, resp, nil) || stream == nil {
+		return
+	}
+	keepOpen = true
+	stream()
+}
+
+// reply writes the response frame; it reports whether that worked.
+func (s *Server) reply(st *yamux.Stream, resp *proto.Response, err error) bool {
+	if resp == nil {
+		resp = &proto.Response{}
+	}
+	if err != nil {
+		resp = &proto.Response{Error: &proto.Error{Code: errdefs.Code(err), Message: err.Error()}}
+	}
+	st.SetWriteDeadline(time.Now().Add(s.opts.requestTimeout))
+	werr := proto.WriteFrame(st, resp)
+	st.SetWriteDeadline(time.Time{})
+	if werr != nil && errors.Is(werr, proto.ErrFrameTooLarge) {
+		werr = proto.WriteFrame(st, &proto.Response{Error: &proto.Error{
+			Code:    errdefs.ErrResourceExhausted.Error(),
+			Message: "the answer is larger than the protocol's frame cap; ask for less (lower max_bytes or fewer paths)",
+		}})
+	}
+	return werr == nil
+}
+
+// dispatch runs one op. A non-nil stream func runs after the response was
+// written and owns the stream from then on (it must close it).
+func (s *Server) dispatch(ctx context.Context, st *yamux.Stream, req *proto.Request) (*proto.Response, func(), error) {
+	missing := func() error {
+		return errdefs.InvalidArgument("request %q has no %q body; set the field named like the op", req.Op, req.Op)
+	}
+	if s.opts.opHook != nil {
+		s.opts.opHook(req.Op)
+	}
+	switch req.Op {
+	case proto.OpHello:
+		return &proto.Response{Hello: &proto.HelloResponse{
+			Version: proto.Version, PID: os.Getpid(), StartedAt: s.startedAt, Hostname: s.hostname,
+		}}, nil, nil
+	case proto.OpReadFile:
+		if req.ReadFile == nil {
+			return nil, nil, missing()
+		}
+		r, err := readFile(req.ReadFile)
+		return &proto.Response{ReadFile: r}, nil, err
+	case proto.OpReadFiles:
+		if req.ReadFiles == nil {
+			return nil, nil, missing()
+		}
+		r, err := readFiles(req.ReadFiles)
+		return &proto.Response{ReadFiles: r}, nil, err
+	case proto.OpWriteFiles:
+		if req.WriteFiles == nil {
+			return nil, nil, missing()
+		}
+		return &proto.Response{}, nil, writeFiles(req.WriteFiles, s.opts.commitHook)
+	case proto.OpStat:
+		if req.Stat == nil {
+			return nil, nil, missing()
+		}
+		r, err := stat(req.Stat)
+		return &proto.Response{Stat: r}, nil, err
+	case proto.OpWalk:
+		if req.Walk == nil {
+			return nil, nil, missing()
+		}
+		r, err := walk(req.Walk)
+		return &proto.Response{Walk: r}, nil, err
+	case proto.OpExec:
+		if req.Exec == nil {
+			return nil, nil, missing()
+		}
+		r, err := s.exec(ctx, st, req.Exec)
+		return &proto.Response{Exec: r}, nil, err
+	case proto.OpSpawn:
+		if req.Spawn == nil {
+			return nil, nil, missing()
+		}
+		if s.isClosed() {
+			return nil, nil, errdefs.Unavailable("the agent daemon is shutting down; reconnect and retry")
+		}
+		p, err := s.procs.spawn(req.Spawn)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &proto.Response{Spawn: &proto.SpawnResponse{Process: p}}, nil, nil
+	case proto.OpAttach:
+		if req.Attach == nil {
+			return nil, nil, missing()
+		}
+		run, err := s.procs.attach(req.Attach, st)
+		return &proto.Response{}, run, err
+	case proto.OpSignal:
+		if req.Signal == nil {
+			return nil, nil, missing()
+		}
+		return &proto.Response{}, nil, s.procs.signal(req.Signal)
+	case proto.OpWait:
+		if req.Wait == nil {
+			return nil, nil, missing()
+		}
+		p, err := s.procs.wait(watchClosed(ctx, st), req.Wait)
+		return &proto.Response{Process: p}, nil, err
+	case proto.OpList:
+		var labels map[string]string
+		if req.List != nil {
+			labels = req.List.Labels
+		}
+		return &proto.Response{List: &proto.ListResponse{Processes: s.procs.list(labels)}}, nil, nil
+	case proto.OpDial:
+		if req.Dial == nil {
+			return nil, nil, missing()
+		}
+		run, err := dial(ctx, req.Dial, st)
+		return &proto.Response{}, run, err
+	case "":
+		return nil, nil, errdefs.InvalidArgument("the request has no op; set \"op\" to one of the protocol's operations")
+	default:
+		return nil, nil, errdefs.InvalidArgument("unknown op %q; this agent speaks protocol version %d", req.Op, proto.Version)
+	}
+}
+
+// watchClosed returns a context that ends when the client closes the stream
+// (it sends nothing after its request, so any read return means it left).
+func watchClosed(parent context.Context, st *yamux.Stream) context.Context {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		defer cancel()
+		var b [1]byte
+		for {
+			if _, err := st.Read(b[:]); err != nil {
+				return
+			}
+		}
+	}()
+	return ctx
+}
+
+// Close ends every session and listener, kills every process group the
+// Server owns and waits (bounded) until they are reaped.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		for l := range s.listeners {
+			l.Close()
+		}
+		for sess := range s.sessions {
+			sess.Close()
+		}
+		for pgid := range s.execs {
+			killGroup(pgid)
+		}
+		s.mu.Unlock()
+		s.closeErr = errors.Join(s.procs.killAll(5*time.Second), s.waitExecs(5*time.Second))
+		s.reaper.stop()
+	})
+	return s.closeErr
+}
+
+// waitExecs waits until every killed exec has been reaped, so that the
+// reaper stops only after delivering their statuses.
+func (s *Server) waitExecs(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		s.mu.Lock()
+		n := len(s.execs)
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errdefs.DeadlineExceeded("%d commands were not reaped within %s of being killed", n, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Processes lists the processes the Server owns (for embedding and tests).
+func (s *Server) Processes() []proto.ProcessInfo { return s.procs.list(nil) }

@@ -1,0 +1,52 @@
+// Command sandbox-agent runs inside a sandbox. sandboxd execs
+// `sandbox-agent attach`, which bridges the exec's stdio to the agent daemon
+// (starting it when none runs); the daemon owns the processes sandboxd
+// spawns, so they outlive any one exec.
+//
+// Subcommands: attach, daemon, init, version. Every one takes --socket
+// (default $SANDBOXD_AGENT_SOCKET or /tmp/.sandboxd-agent/agent.sock).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: sandbox-agent <command> [--socket PATH]
+
+commands:
+  attach    bridge stdin/stdout to the agent daemon, starting it if none runs
+  daemon    run the agent daemon in the foreground
+  init      run as a container's PID 1: reaper + daemon (+ "-- cmd args...")
+  version   print the version and protocol version
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	args := os.Args[2:]
+	var code int
+	switch os.Args[1] {
+	case "attach":
+		code = runAttach(args)
+	case "daemon":
+		code = runDaemon(args)
+	case "init":
+		code = runInit(args)
+	case "version", "--version", "-v":
+		fmt.Printf("sandbox-agent %s (protocol %d)\n", version, proto.Version)
+	case "help", "--help", "-h":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "sandbox-agent: unknown command %q; run \"sandbox-agent help\" for the list\n", os.Args[1])
+		code = 2
+	}
+	os.Exit(code)
+}
