@@ -1,0 +1,131 @@
+package docker
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// List returns every container that carries sandbox.LabelManaged.
+func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
+	cs, err := b.cli.ContainerList(ctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true")),
+	})
+	if err != nil {
+		return nil, engineErr("list containers", err)
+	}
+	out := make([]sandbox.Info, 0, len(cs))
+	for _, c := range cs {
+		name := ""
+		if len(c.Names) > 0 {
+			name = c.Names[0]
+		}
+		out = append(out, info(c.ID, name, c.Image, string(c.State), time.Unix(c.Created, 0), c.Labels))
+	}
+	return out, nil
+}
+
+// Inspect returns the sandbox id (sandboxd-<id>, or a container id for an
+// adopted container).
+func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) {
+	c, err := b.inspect(ctx, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return infoOf(c), nil
+}
+
+// inspect finds our container for id; anything without our label, or that
+// id only matches as a prefix of someone else's, is NotFound.
+func (b *Backend) inspect(ctx context.Context, id string) (container.InspectResponse, error) {
+	notFound := errdefs.NotFound("sandbox %s does not exist in the Docker engine", id)
+	if !validID(id) {
+		return container.InspectResponse{}, notFound
+	}
+	c, err := b.cli.ContainerInspect(ctx, NamePrefix+id)
+	if cerrdefs.IsNotFound(err) {
+		c, err = b.cli.ContainerInspect(ctx, id)
+	}
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return container.InspectResponse{}, notFound
+	case err != nil:
+		return container.InspectResponse{}, engineErr("inspect sandbox "+id, err)
+	case c.Config == nil || c.Config.Labels[sandbox.LabelManaged] != "true" || infoOf(c).ID != id:
+		return container.InspectResponse{}, notFound
+	}
+	return c, nil
+}
+
+func infoOf(c container.InspectResponse) sandbox.Info {
+	state := ""
+	if c.State != nil {
+		state = string(c.State.Status)
+	}
+	created, _ := time.Parse(time.RFC3339Nano, c.Created)
+	var img string
+	var labels map[string]string
+	if c.Config != nil {
+		img, labels = c.Config.Image, c.Config.Labels
+	}
+	return info(c.ID, c.Name, img, state, created, labels)
+}
+
+// info builds an Info from what List and Inspect both know.
+func info(cid, name, img, state string, engineCreated time.Time, labels map[string]string) sandbox.Info {
+	id := strings.TrimPrefix(strings.TrimPrefix(name, "/"), NamePrefix)
+	if !strings.HasPrefix(strings.TrimPrefix(name, "/"), NamePrefix) || !validID(id) {
+		id = cid[:min(12, len(cid))] // adopted: named by someone else
+	}
+	created, err := time.Parse(time.RFC3339Nano, labels[sandbox.LabelCreatedAt])
+	if err != nil {
+		created = engineCreated
+	}
+	return sandbox.Info{
+		ID:           id,
+		Tenant:       labels[sandbox.LabelTenant],
+		Conversation: labels[sandbox.LabelConversation],
+		Backend:      "docker",
+		Image:        img,
+		State:        mapState(state),
+		CreatedAt:    created.UTC(),
+		Workspace:    Workspace,
+		Labels:       maps.Clone(labels),
+	}
+}
+
+// mapState folds the engine's states into the API's: only "running" can take
+// tool calls; "removing" is as good as gone.
+func mapState(s string) string {
+	switch s {
+	case "running":
+		return sandbox.StateRunning
+	case "removing":
+		return sandbox.StateGone
+	}
+	return sandbox.StateStopped
+}
+
+// validID accepts our short ids and Docker's hex ids; anything else cannot
+// name a sandbox and must not reach the engine as a name or prefix.
+func validID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

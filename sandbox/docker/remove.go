@@ -1,0 +1,22 @@
+package docker
+
+import (
+	"context"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+)
+
+// Remove force-removes the container with its anonymous volumes (the
+// workspace unless it is a host directory, which is never touched).
+func (b *Backend) Remove(ctx context.Context, id string) error {
+	c, err := b.inspect(ctx, id)
+	if err != nil {
+		return err
+	}
+	err = b.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return engineErr("remove sandbox "+id, err)
+	}
+	return nil
+}

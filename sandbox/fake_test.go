@@ -1,0 +1,226 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/daemon"
+	"github.com/sandboxd/sandboxd/errdefs"
+)
+
+// fakeBackend keeps sandboxes in memory and serves each one's agent with a
+// real in-process daemon (one per sandbox, so processes outlive pipes).
+type fakeBackend struct {
+	t *testing.T
+
+	mu       sync.Mutex // guards the fields below
+	boxes    map[string]Info
+	daemons  map[string]*daemon.Server
+	down     bool
+	next     int
+	creates  int
+	lists    int
+	attaches int
+	listGate chan struct{} // when set, List snapshots, then waits for it to close
+}
+
+func newFake(t *testing.T) *fakeBackend {
+	f := &fakeBackend{t: t, boxes: map[string]Info{}, daemons: map[string]*daemon.Server{}}
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, d := range f.daemons {
+			d.Close()
+		}
+	})
+	return f
+}
+
+func (f *fakeBackend) Name() string { return "fake" }
+
+func (f *fakeBackend) unavailable() error {
+	if f.down {
+		return errdefs.Unavailable("the fake engine is down")
+	}
+	return nil
+}
+
+func (f *fakeBackend) Create(ctx context.Context, spec Spec) (Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.unavailable(); err != nil {
+		return Info{}, err
+	}
+	f.next++
+	f.creates++
+	id := fmt.Sprintf("box%03d", f.next)
+	info := Info{
+		ID: id, Tenant: spec.Tenant, Conversation: spec.Conversation, Backend: "fake",
+		Image: spec.Image, State: StateRunning, CreatedAt: time.Now(), Workspace: f.t.TempDir(),
+		Labels: map[string]string{LabelManaged: "true", LabelTenant: spec.Tenant, LabelConversation: spec.Conversation},
+	}
+	f.boxes[id] = info
+	return info, nil
+}
+
+func (f *fakeBackend) List(ctx context.Context) ([]Info, error) {
+	f.mu.Lock()
+	if err := f.unavailable(); err != nil {
+		f.mu.Unlock()
+		return nil, err
+	}
+	f.lists++
+	out := make([]Info, 0, len(f.boxes))
+	for _, b := range f.boxes {
+		out = append(out, b)
+	}
+	gate := f.listGate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) Inspect(ctx context.Context, id string) (Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.unavailable(); err != nil {
+		return Info{}, err
+	}
+	b, ok := f.boxes[id]
+	if !ok {
+		return Info{}, errdefs.NotFound("no box %s", id)
+	}
+	return b, nil
+}
+
+func (f *fakeBackend) Remove(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.unavailable(); err != nil {
+		return err
+	}
+	if _, ok := f.boxes[id]; !ok {
+		return errdefs.NotFound("no box %s", id)
+	}
+	delete(f.boxes, id)
+	if d := f.daemons[id]; d != nil {
+		d.Close()
+		delete(f.daemons, id)
+	}
+	return nil
+}
+
+func (f *fakeBackend) AttachAgent(ctx context.Context, id string) (io.ReadWriteCloser, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.unavailable(); err != nil {
+		return nil, err
+	}
+	if _, ok := f.boxes[id]; !ok {
+		return nil, errdefs.NotFound("no box %s", id)
+	}
+	f.attaches++
+	d := f.daemons[id]
+	if d == nil {
+		d = daemon.New()
+		f.daemons[id] = d
+	}
+	ours, theirs := net.Pipe()
+	go func() { _ = d.ServeConn(context.Background(), theirs) }()
+	return ours, nil
+}
+
+// set changes a box behind the Manager's back.
+func (f *fakeBackend) set(id string, change func(*Info)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.boxes[id]
+	change(&b)
+	f.boxes[id] = b
+}
+
+func (f *fakeBackend) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.boxes)
+}
+
+func (f *fakeBackend) setDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+func (f *fakeBackend) stats() (creates, lists, attaches int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.creates, f.lists, f.attaches
+}
+
+// addOutside creates a box as another sandboxd would.
+func (f *fakeBackend) addOutside(tenant, conv string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	id := fmt.Sprintf("out%03d", f.next)
+	f.boxes[id] = Info{ID: id, Tenant: tenant, Conversation: conv, Backend: "fake", State: StateRunning, CreatedAt: time.Now(),
+		Labels: map[string]string{LabelManaged: "true"}}
+	return id
+}
+
+var _ Backend = (*fakeBackend)(nil)
+
+// countingObserver counts pipe events.
+type countingObserver struct {
+	mu                          sync.Mutex
+	opened, closed, reconnected int
+}
+
+func (o *countingObserver) PipeOpened(string) { o.mu.Lock(); o.opened++; o.mu.Unlock() }
+func (o *countingObserver) PipeClosed(string) { o.mu.Lock(); o.closed++; o.mu.Unlock() }
+func (o *countingObserver) AgentReconnected(string) {
+	o.mu.Lock()
+	o.reconnected++
+	o.mu.Unlock()
+}
+
+func (o *countingObserver) get() (opened, closed, reconnected int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.opened, o.closed, o.reconnected
+}
+
+func startManager(t *testing.T, b Backend, opts ...Option) *Manager {
+	t.Helper()
+	m := NewManager(b, opts...)
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond until it holds or 5 seconds pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

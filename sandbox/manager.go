@@ -1,0 +1,440 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/errdefs"
+)
+
+// Manager maps (tenant, conversation) to sandboxes and keeps one agent pipe
+// per sandbox. The backend's labels are the source of truth; the Manager
+// only caches them, refreshes the cache on a miss and periodically, and so
+// notices sandboxes created or removed behind its back.
+//
+// Goroutines: one reaper (periodic refresh and idle reaping), one dialer per
+// pipe being opened, and one watcher per open pipe. Close stops the reaper,
+// cancels dials, closes every pipe (processes in the sandboxes keep running)
+// and waits for all of them.
+type Manager struct {
+	backend Backend
+	name    string
+	opts    options
+	log     *slog.Logger
+
+	ctx    context.Context // cancelled by Close; parent of dials
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // reaper, dialers, watchers
+
+	convLocks keyLocks   // per (tenant, conversation): serializes Create, Delete and reaping of one conversation
+	refreshMu sync.Mutex // serializes refreshes, so that tombstones can be pruned after one
+
+	mu          sync.Mutex        // guards the fields below and every entry's fields
+	byID        map[string]*entry // the cache
+	tombstones  map[string]uint64 // id -> gen at removal; keeps a stale listing from resurrecting it
+	gen         uint64            // bumped on every insert and removal
+	lastListAt  time.Time         // when the last successful List started
+	reconnects  uint64
+	started     bool
+	closed      bool
+	refreshFail bool // the last periodic refresh failed (log only transitions)
+}
+
+// entry is one cached sandbox.
+type entry struct {
+	info     Info
+	gen      uint64 // m.gen at insert: a refresh that listed before it must not drop it
+	lastUsed time.Time
+	client   *agent.Client
+	dial     *dialing // non-nil while a pipe is being opened
+	opened   bool     // a pipe was opened before, so the next one is a reconnect
+	removing bool
+}
+
+// dialing is one pipe being opened; waiters read err after done is closed.
+type dialing struct {
+	done chan struct{}
+	err  error
+}
+
+// NewManager returns a Manager over b. Call Start before use and Close at the end.
+func NewManager(b Backend, opts ...Option) *Manager {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{
+		backend:    b,
+		name:       b.Name(),
+		opts:       o,
+		log:        o.log.With("backend", b.Name()),
+		ctx:        ctx,
+		cancel:     cancel,
+		byID:       make(map[string]*entry),
+		tombstones: make(map[string]uint64),
+	}
+}
+
+// Backend names the backend, e.g. for metric labels.
+func (m *Manager) Backend() string { return m.name }
+
+// Start loads the map from the backend and starts the reaper. An engine that
+// cannot be reached now is logged and not an error: the map is loaded on the
+// first call that needs it once the engine is back.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started || m.closed {
+		m.mu.Unlock()
+		return errdefs.FailedPrecondition("the sandbox manager was already started or closed; create a new one")
+	}
+	m.started = true
+	m.mu.Unlock()
+
+	err := m.refresh(ctx, time.Time{})
+	switch {
+	case err == nil:
+		m.mu.Lock()
+		n := len(m.byID)
+		m.mu.Unlock()
+		m.log.Info("sandbox map loaded", "sandboxes", n)
+	case errors.Is(err, errdefs.ErrUnavailable):
+		m.log.Warn("sandbox map not loaded yet; will retry", "err", err)
+	default:
+		return err
+	}
+	m.wg.Add(1)
+	go m.reaper()
+	return nil
+}
+
+// Close stops the reaper and closes every agent pipe; the sandboxes and the
+// processes in them keep running.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	var clients []*agent.Client
+	for _, e := range m.byID {
+		if e.client != nil {
+			clients = append(clients, e.client)
+		}
+	}
+	m.mu.Unlock()
+	m.cancel()
+	for _, c := range clients {
+		_ = c.Close()
+	}
+	m.wg.Wait()
+	return nil
+}
+
+// Ping checks the engine when the backend can.
+func (m *Manager) Ping(ctx context.Context) error {
+	if p, ok := m.backend.(Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+// Create makes a sandbox for spec's conversation. A conversation has at most
+// one sandbox per tenant: a second Create is a Conflict.
+func (m *Manager) Create(ctx context.Context, spec Spec) (Info, error) {
+	if err := validateSpec(spec); err != nil {
+		return Info{}, err
+	}
+	if err := m.checkOpen(); err != nil {
+		return Info{}, err
+	}
+	unlock, err := m.convLocks.lock(ctx, convKey(spec.Tenant, spec.Conversation))
+	if err != nil {
+		return Info{}, errdefs.DeadlineExceeded("waiting for another operation on conversation %s: %v; retry", spec.Conversation, err)
+	}
+	defer unlock()
+
+	existing, err := m.find(ctx, spec.Tenant, spec.Conversation)
+	switch {
+	case err == nil:
+		m.mu.Lock()
+		info := existing.info
+		m.mu.Unlock()
+		return Info{}, errdefs.Conflict("conversation %s already has a sandbox (%s, %s); use it, or delete it before creating another",
+			spec.Conversation, info.ID, info.State)
+	case !errors.Is(err, errdefs.ErrNotFound):
+		return Info{}, err
+	}
+	info, err := m.backend.Create(ctx, spec)
+	if err != nil {
+		return Info{}, m.backendErr("create a sandbox", err)
+	}
+	m.mu.Lock()
+	e := m.insertLocked(info)
+	e.lastUsed = m.opts.now()
+	m.mu.Unlock()
+	m.log.Info("sandbox created", "id", info.ID, "tenant", info.Tenant, "conversation", info.Conversation, "image", info.Image)
+	return info, nil
+}
+
+// Get returns the tenant's sandbox id with its current state; another
+// tenant's sandbox is NotFound, as is one that does not exist.
+func (m *Manager) Get(ctx context.Context, tenant, id string) (Info, error) {
+	if id == "" {
+		return Info{}, errdefs.InvalidArgument("the sandbox id is empty; list your sandboxes to see their ids")
+	}
+	m.mu.Lock()
+	e := m.byID[id]
+	foreign := e != nil && e.info.Tenant != tenant
+	m.mu.Unlock()
+	if foreign {
+		return Info{}, errNoSandbox(id)
+	}
+	info, err := m.backend.Inspect(ctx, id)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		m.forget(id, "it no longer exists in the backend")
+		return Info{}, errNoSandbox(id)
+	}
+	if err != nil {
+		return Info{}, m.backendErr("inspect sandbox "+id, err)
+	}
+	if info.Tenant != tenant || info.Conversation == "" {
+		return Info{}, errNoSandbox(id)
+	}
+	m.mu.Lock()
+	m.insertLocked(info)
+	m.mu.Unlock()
+	return info, nil
+}
+
+// List returns the tenant's sandboxes, of one conversation or of all when
+// conversation is "", oldest first. It always reads the backend.
+func (m *Manager) List(ctx context.Context, tenant, conversation string) ([]Info, error) {
+	if conversation != "" {
+		if err := ValidateConversation(conversation); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.refresh(ctx, time.Now()); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	var out []Info
+	for _, e := range m.byID {
+		if e.info.Tenant == tenant && (conversation == "" || e.info.Conversation == conversation) && !e.removing {
+			out = append(out, e.info)
+		}
+	}
+	m.mu.Unlock()
+	sortInfos(out)
+	return out, nil
+}
+
+// Lookup returns the conversation's sandbox, NotFound when it has none. It
+// never creates or starts anything. The state is as of the last refresh.
+func (m *Manager) Lookup(ctx context.Context, tenant, conversation string) (Info, error) {
+	if err := ValidateConversation(conversation); err != nil {
+		return Info{}, err
+	}
+	e, err := m.find(ctx, tenant, conversation)
+	if err != nil {
+		return Info{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return e.info, nil
+}
+
+// Delete closes the sandbox's pipe and removes it with everything in it.
+func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
+	info, err := m.Get(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	unlock, err := m.convLocks.lock(ctx, convKey(tenant, info.Conversation))
+	if err != nil {
+		return errdefs.DeadlineExceeded("waiting for another operation on conversation %s: %v; retry", info.Conversation, err)
+	}
+	defer unlock()
+	if err := m.remove(ctx, id); err != nil {
+		return err
+	}
+	m.log.Info("sandbox deleted", "id", id, "tenant", tenant, "conversation", info.Conversation)
+	return nil
+}
+
+// Counts returns the number of mapped sandboxes per state, for metrics.
+func (m *Manager) Counts() map[string]int {
+	out := map[string]int{StateRunning: 0, StateStopped: 0}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.byID {
+		if !e.removing {
+			out[e.info.State]++
+		}
+	}
+	return out
+}
+
+// Reconnects counts pipes re-opened after one had dropped.
+func (m *Manager) Reconnects() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reconnects
+}
+
+// remove closes id's pipe and removes it from the backend and the cache; the
+// caller holds the conversation's lock.
+func (m *Manager) remove(ctx context.Context, id string) error {
+	m.mu.Lock()
+	e := m.byID[id]
+	var c *agent.Client
+	if e != nil {
+		e.removing = true
+		c, e.client = e.client, nil
+	}
+	m.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+	err := m.backend.Remove(ctx, id)
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		m.mu.Lock()
+		if e != nil {
+			e.removing = false
+		}
+		m.mu.Unlock()
+		return m.backendErr("remove sandbox "+id, err)
+	}
+	m.mu.Lock()
+	m.dropLocked(id)
+	m.mu.Unlock()
+	return nil
+}
+
+// find returns the conversation's cached entry, refreshing the cache on a
+// miss unless a listing started within the miss-refresh window.
+func (m *Manager) find(ctx context.Context, tenant, conversation string) (*entry, error) {
+	m.mu.Lock()
+	e := m.findLocked(tenant, conversation)
+	m.mu.Unlock()
+	if e != nil {
+		return e, nil
+	}
+	if err := m.refresh(ctx, time.Now().Add(-m.opts.missRefresh)); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	e = m.findLocked(tenant, conversation)
+	m.mu.Unlock()
+	if e == nil {
+		return nil, errdefs.NotFound("conversation %s has no sandbox; create one first", conversation)
+	}
+	return e, nil
+}
+
+// findLocked picks the conversation's sandbox; should the backend hold two
+// (made by racing replicas), a running one wins, then the newest.
+func (m *Manager) findLocked(tenant, conversation string) *entry {
+	var best *entry
+	for _, e := range m.byID {
+		if e.removing || e.info.Tenant != tenant || e.info.Conversation != conversation {
+			continue
+		}
+		if best == nil || better(e.info, best.info) {
+			best = e
+		}
+	}
+	return best
+}
+
+func better(a, b Info) bool {
+	if (a.State == StateRunning) != (b.State == StateRunning) {
+		return a.State == StateRunning
+	}
+	return a.CreatedAt.After(b.CreatedAt)
+}
+
+// insertLocked adds or updates info in the cache and returns its entry.
+func (m *Manager) insertLocked(info Info) *entry {
+	if e := m.byID[info.ID]; e != nil {
+		e.info = info
+		return e
+	}
+	m.gen++
+	delete(m.tombstones, info.ID)
+	e := &entry{info: info, gen: m.gen, lastUsed: m.opts.now()}
+	m.byID[info.ID] = e
+	return e
+}
+
+// dropLocked removes id from the cache and leaves a tombstone. The pipe, if
+// any, is the caller's to close (it is detached from the entry here).
+func (m *Manager) dropLocked(id string) *agent.Client {
+	e := m.byID[id]
+	if e == nil {
+		return nil
+	}
+	delete(m.byID, id)
+	m.gen++
+	m.tombstones[id] = m.gen
+	c := e.client
+	e.client = nil
+	return c
+}
+
+// forget drops id from the cache after the backend said it is gone.
+func (m *Manager) forget(id, why string) {
+	m.mu.Lock()
+	_, had := m.byID[id]
+	c := m.dropLocked(id)
+	m.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+	if had {
+		m.log.Info("sandbox dropped from the map", "id", id, "reason", why)
+	}
+}
+
+func (m *Manager) checkOpen() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errdefs.Unavailable("the sandbox manager is shutting down; retry on the restarted server")
+	}
+	return nil
+}
+
+// backendErr keeps a classified error and calls anything else a (possibly
+// passing) engine failure.
+func (m *Manager) backendErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errdefs.Code(err) != errdefs.ErrInternal.Error() || errors.Is(err, errdefs.ErrInternal) {
+		return err
+	}
+	return errdefs.Unavailable("the %s backend could not %s: %v; retry shortly", m.name, op, err)
+}
+
+func errNoSandbox(id string) error {
+	return errdefs.NotFound("sandbox %s not found; list your sandboxes to see their ids", quoteShort(id))
+}
+
+func convKey(tenant, conversation string) string { return tenant + "\x00" + conversation }
+
+func sortInfos(infos []Info) {
+	sort.Slice(infos, func(i, j int) bool {
+		if !infos[i].CreatedAt.Equal(infos[j].CreatedAt) {
+			return infos[i].CreatedAt.Before(infos[j].CreatedAt)
+		}
+		return infos[i].ID < infos[j].ID
+	})
+}
