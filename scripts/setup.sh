@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Prepares a Debian 12 machine for building and testing sandboxd. Idempotent: installs only what is
+# missing and starts a Docker engine only when none answers.
+#
+#   - Debian packages: docker.io, debootstrap, git, make, procps, gcc and libc6-dev (go test -race needs
+#     cgo), ca-certificates;
+#   - a Docker engine: systemd's docker.service where systemd runs, else containerd and dockerd
+#     started in the background (logs in $SETUP_LOG_DIR), waited for with a deadline;
+#   - a check that a Go toolchain new enough for go.mod is on PATH (Debian's own is too old).
+#
+# Environment: SETUP_LOG_DIR (/var/log/sandboxd-setup), DOCKER_WAIT (seconds, 90).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SETUP_LOG_DIR=${SETUP_LOG_DIR:-/var/log/sandboxd-setup}
+DOCKER_WAIT=${DOCKER_WAIT:-90}
+export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
+
+log() { printf '[setup %3ds] %s\n' "$SECONDS" "$*" >&2; }
+die() {
+	printf '[setup] error: %s\n' "$*" >&2
+	exit 1
+}
+
+as_root() {
+	if [[ $(id -u) == 0 ]]; then
+		"$@"
+	elif command -v sudo >/dev/null; then
+		sudo "$@"
+	else
+		die "this step needs root ($*); run scripts/setup.sh as root."
+	fi
+}
+
+# --- Debian packages ------------------------------------------------------------------------------
+
+installed() { [[ $(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null) == installed ]]; }
+
+packages=(docker.io debootstrap git make gcc libc6-dev ca-certificates procps)
+missing=()
+for p in "${packages[@]}"; do
+	installed "$p" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	log "installing ${missing[*]}"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+	log "packages present: ${packages[*]}"
+fi
+
+# --- Go --------------------------------------------------------------------------------------------
+
+want_go=$(awk '$1 == "go" { print $2; exit }' "$root/go.mod")
+command -v go >/dev/null ||
+	die "no Go toolchain on PATH; install Go $want_go or newer (https://go.dev/dl) into /usr/local/go."
+have_go=$(go env GOVERSION)
+# sort -V orders versions; the wanted one must not sort after the one we have.
+if [[ $(printf '%s\n%s\n' "go$want_go" "$have_go" | sort -V | tail -n1) != "$have_go" ]]; then
+	die "Go $have_go is older than go.mod's $want_go; install a newer Go into /usr/local/go."
+fi
+log "go: $have_go"
+
+# --- Docker engine ---------------------------------------------------------------------------------
+
+engine_answers() { timeout 10 docker info >/dev/null 2>&1; }
+
+# wait_for runs its command until it succeeds or the deadline passes.
+wait_for() {
+	local what=$1 deadline=$((SECONDS + $2))
+	shift 2
+	until "$@"; do
+		((SECONDS < deadline)) || return 1
+		sleep 1
+	done
+	log "$what is up"
+}
+
+containerd_answers() { timeout 5 ctr --address /run/containerd/containerd.sock version >/dev/null 2>&1; }
+
+start_engine() {
+	if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null; then
+		log "starting docker.service"
+		as_root systemctl start docker
+		return
+	fi
+	as_root mkdir -p "$SETUP_LOG_DIR"
+	# pgrep only looks: a daemon that is already starting is waited for, not doubled.
+	if ! pgrep -x containerd >/dev/null; then
+		log "starting containerd (log: $SETUP_LOG_DIR/containerd.log)"
+		as_root setsid -f sh -c "exec containerd >>'$SETUP_LOG_DIR/containerd.log' 2>&1 </dev/null"
+	fi
+	wait_for containerd 30 containerd_answers ||
+		die "containerd did not answer within 30 s; see $SETUP_LOG_DIR/containerd.log."
+	if ! pgrep -x dockerd >/dev/null; then
+		log "starting dockerd (log: $SETUP_LOG_DIR/dockerd.log)"
+		as_root setsid -f sh -c \
+			"exec dockerd --containerd=/run/containerd/containerd.sock >>'$SETUP_LOG_DIR/dockerd.log' 2>&1 </dev/null"
+	fi
+}
+
+if engine_answers; then
+	log "docker engine answers ($(docker version -f '{{.Server.Version}}' 2>/dev/null))"
+else
+	start_engine
+	wait_for "docker engine" "$DOCKER_WAIT" engine_answers ||
+		die "no Docker engine answered within ${DOCKER_WAIT}s; see $SETUP_LOG_DIR/dockerd.log, or the log of the dockerd that was already running."
+fi
+log "done"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The one test command (`make test`; CI's .ci/run calls exactly that). On a fresh Debian 12 machine
+# it does its own set-up: installs Docker and debootstrap where missing, starts an engine where none
+# runs, builds the binaries and the sandbox image, then runs lint, the unit and integration tests
+# (real Docker, -race) and the end-to-end tests against the built binaries.
+# Logs go to ./artifacts/ (TEST_TIMEOUT bounds each go test run; default 30m).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+export PATH=$PATH:/usr/local/go/bin
+GO=${GO:-go}
+TEST_TIMEOUT=${TEST_TIMEOUT:-30m}
+ARTIFACTS=$root/artifacts
+rm -rf "$ARTIFACTS"
+mkdir -p "$ARTIFACTS"
+
+start=$SECONDS
+section() { printf '\n==== [%4ds] %s ====\n' "$((SECONDS - start))" "$*"; }
+
+section "set-up (scripts/setup.sh)"
+scripts/setup.sh 2>&1 | tee "$ARTIFACTS/setup.log"
+
+section "build (make build)"
+make build 2>&1 | tee "$ARTIFACTS/build.log"
+
+section "images (make images)"
+make images 2>&1 | tee "$ARTIFACTS/images.log"
+
+section "lint (gofmt, go vet)"
+scripts/lint.sh 2>&1 | tee "$ARTIFACTS/lint.log"
+
+# What the integration and e2e tests read: they skip their Docker cases unless SANDBOXD_TEST_DOCKER=1.
+export SANDBOXD_TEST_DOCKER=1
+export SANDBOXD_TEST_IMAGE=sandboxd-sandbox:latest
+export SANDBOXD_BIN=$root/bin/sandboxd
+export SANDBOXD_AGENT_BIN=$root/bin/sandbox-agent
+export SANDBOXD_ARTIFACTS=$ARTIFACTS
+
+# One run covers the unit tests and the Docker-gated integration tests of every package but e2e.
+mapfile -t pkgs < <("$GO" list ./... | grep -v '/e2e\(/\|$\)')
+section "unit + integration (go test -race, ${#pkgs[@]} packages, real Docker)"
+"$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" "${pkgs[@]}" 2>&1 | tee "$ARTIFACTS/test-unit-integration.log"
+
+mapfile -t e2e < <("$GO" list ./e2e/... 2>/dev/null || true)
+if ((${#e2e[@]})); then
+	section "e2e (go test -race ./e2e/..., built binaries over HTTP)"
+	"$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" -v "${e2e[@]}" 2>&1 | tee "$ARTIFACTS/test-e2e.log"
+else
+	echo "error: no e2e package under ./e2e; the end-to-end tests must exist." >&2
+	exit 1
+fi
+
+section "all tests passed in $((SECONDS - start))s (logs in artifacts/)"
