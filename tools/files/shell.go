@@ -1,0 +1,133 @@
+package files
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/tools"
+)
+
+type shellTool struct{ c *config }
+
+func (t *shellTool) Spec() tools.Spec {
+	def, max := int(t.c.shellDefault/time.Second), int(t.c.shellMax/time.Second)
+	return tools.Spec{
+		Name: "shell",
+		Description: fmt.Sprintf("Run a shell command in the sandbox (bash when the sandbox has it, else sh) and wait for it. "+
+			"Returns the exit status and the command's stdout and stderr; each keeps at most %d bytes (the head and the tail, "+
+			"with the number of bytes left out in between). The command runs in the run's working directory unless workdir "+
+			"is given, and is killed with its whole process group after timeout_s seconds (default %d, at most %d). "+
+			"Nothing is kept between calls (no cd, no variables); stdin is empty, so interactive programs fail.",
+			t.c.shellOutput, def, max),
+		Level:        tools.LevelExec,
+		ParallelSafe: false,
+		InputSchema: json.RawMessage(fmt.Sprintf(`{
+  "type": "object",
+  "properties": {
+    "command":   {"type": "string", "minLength": 1, "description": "The command line, as typed into a shell."},
+    "timeout_s": {"type": "integer", "minimum": 1, "maximum": %d, "description": "Seconds before the command is killed (default %d, at most %d)."},
+    "workdir":   {"type": "string", "minLength": 1, "description": "Directory to run in: relative to the run's working directory, or absolute inside the workspace."}
+  },
+  "required": ["command"],
+  "additionalProperties": false
+}`, max, def, max)),
+	}
+}
+
+func (t *shellTool) Available(env *tools.Env) bool { return available(env) }
+
+// shellScript prefers bash (models write bash) and falls back to sh; the
+// command arrives as $1, so it is never re-quoted.
+const shellScript = `if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; else exec sh -c "$1"; fi`
+
+func (t *shellTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (tools.Result, error) {
+	var a struct {
+		Command  string `json:"command"`
+		TimeoutS int    `json:"timeout_s"`
+		Workdir  string `json:"workdir"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return tools.Result{}, err
+	}
+	timeout := t.c.shellDefault
+	if a.TimeoutS > 0 {
+		timeout = min(time.Duration(a.TimeoutS)*time.Second, t.c.shellMax)
+	}
+	conn, res, err := connect(ctx, env)
+	if conn == nil {
+		return deref(res), err
+	}
+	dir := workdir(env, conn)
+	if a.Workdir != "" {
+		var msg string
+		if dir, msg = resolve(env, conn, "workdir", a.Workdir); msg != "" {
+			return tools.Error(msg), nil
+		}
+	}
+	// Exec takes no root, so the directory is confined here: stat through the
+	// agent resolves symlinks and refuses any that lead out of the workspace.
+	st, err := conn.Agent.Stat(ctx, &proto.StatRequest{Root: conn.Workspace, Path: dir})
+	if err != nil {
+		return fail(err)
+	}
+	if !st.IsDir {
+		return tools.Error(fmt.Sprintf("workdir %s is not a directory; give a directory inside the workspace", dir)), nil
+	}
+	// The agent enforces the timeout; the extra minute only bounds a lost answer.
+	ectx, cancel := context.WithTimeout(ctx, timeout+time.Minute)
+	defer cancel()
+	out, err := conn.Agent.Exec(ectx, &proto.ExecRequest{
+		Argv:     []string{"/bin/sh", "-c", shellScript, "sh", a.Command},
+		Dir:      st.Path,
+		Timeout:  timeout,
+		MaxBytes: t.c.shellOutput,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return formatExec(out, timeout, t.c.shellOutput), nil
+}
+
+// formatExec renders an exec result for the model. A non-zero exit is not
+// an is_error result — the model reads the status like a person would — but
+// a timeout is, since the command did not finish.
+func formatExec(r *proto.ExecResponse, timeout time.Duration, capBytes int) tools.Result {
+	var b strings.Builder
+	switch {
+	case r.TimedOut:
+		fmt.Fprintf(&b, "timed out after %s; the command and its process group were killed", timeout)
+	case r.Signal != "":
+		fmt.Fprintf(&b, "killed by signal %s", r.Signal)
+	default:
+		fmt.Fprintf(&b, "exit status %d", r.ExitCode)
+	}
+	section(&b, "stdout", r.Stdout, r.StdoutOmitted, capBytes)
+	section(&b, "stderr", r.Stderr, r.StderrOmitted, capBytes)
+	res := tools.Text(b.String())
+	res.IsError = r.TimedOut
+	return res
+}
+
+// section writes one output stream. The agent keeps the first capBytes/2
+// bytes and the last ones; the marker goes where it cut.
+func section(b *strings.Builder, name string, data []byte, omitted int64, capBytes int) {
+	if len(data) == 0 && omitted == 0 {
+		fmt.Fprintf(b, "\n--- %s: (empty)", name)
+		return
+	}
+	fmt.Fprintf(b, "\n--- %s ---\n", name)
+	text := string(data)
+	if omitted > 0 {
+		cut := min(capBytes/2, len(text))
+		text = strings.ToValidUTF8(text[:cut], "\uFFFD") +
+			fmt.Sprintf("\n[... %d bytes omitted ...]\n", omitted) +
+			strings.ToValidUTF8(text[cut:], "\uFFFD")
+	} else {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	b.WriteString(strings.TrimSuffix(text, "\n"))
+}
