@@ -1,0 +1,179 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+)
+
+type ctxKey int
+
+const reqInfoKey ctxKey = 0
+
+// reqInfo is per-request state that handlers fill in for the log line.
+type reqInfo struct {
+	id string
+
+	mu     sync.Mutex // guards tenant: set by the handler, read by the logger
+	tenant string
+}
+
+func requestID(ctx context.Context) string {
+	if ri, _ := ctx.Value(reqInfoKey).(*reqInfo); ri != nil {
+		return ri.id
+	}
+	return ""
+}
+
+func tenantOf(ctx context.Context) string {
+	if ri, _ := ctx.Value(reqInfoKey).(*reqInfo); ri != nil {
+		ri.mu.Lock()
+		defer ri.mu.Unlock()
+		return ri.tenant
+	}
+	return ""
+}
+
+// statusWriter records the status and size of an answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines (SSE).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// middleware adds a request id, recovers panics as 500 JSON, and logs and
+// counts every request. Tokens are never logged: only the tenant is.
+func (s *Server) middleware(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ri := &reqInfo{id: incomingRequestID(r.Header.Get(HeaderRequestID))}
+		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri))
+		w.Header().Set(HeaderRequestID, ri.id)
+		sw := &statusWriter{ResponseWriter: w}
+
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "handler panic", "request_id", ri.id, "method", r.Method, "path", r.URL.Path,
+					"panic", v, "stack", string(debug.Stack()))
+				if sw.status == 0 {
+					writeError(sw, r, s.log, errdefs.Internal("sandboxd failed while answering this request (request id %s); the error is logged, retry or report it", ri.id))
+				}
+			}
+			d := time.Since(start)
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			// r.Pattern is set by the mux on this same request value.
+			if s.obs != nil {
+				s.obs.ObserveHTTP(r.Pattern, r.Method, status, d)
+			}
+			level := slog.LevelInfo
+			switch {
+			case status >= 500:
+				level = slog.LevelError
+			case r.Pattern == "GET /healthz" || r.Pattern == "GET /readyz" || r.Pattern == "GET /metrics":
+				level = slog.LevelDebug
+			}
+			s.log.LogAttrs(r.Context(), level, "request",
+				slog.String("request_id", ri.id),
+				slog.String("tenant", tenantOf(r.Context())),
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.String("route", r.Pattern),
+				slog.Int("status", status),
+				slog.Int64("bytes", sw.bytes),
+				slog.Duration("duration", d))
+		}()
+		mux.ServeHTTP(sw, r)
+	})
+}
+
+// incomingRequestID keeps a caller's request id when it is short and plain
+// (so it cannot forge log lines), and makes a new one otherwise.
+func incomingRequestID(id string) string {
+	ok := id != "" && len(id) <= 64
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+	}
+	if ok {
+		return id
+	}
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// tenantHandler is a handler that runs for an authenticated tenant.
+type tenantHandler func(w http.ResponseWriter, r *http.Request, tenant string) error
+
+// authed checks the bearer token, then runs h and answers its error.
+func (s *Server) authed(h tenantHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant, err := s.authenticate(r)
+		if err != nil {
+			if !errors.Is(err, errdefs.ErrUnauthenticated) {
+				err = errdefs.Unauthenticated("%v", err)
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sandboxd"`)
+			writeError(w, r, s.log, err)
+			return
+		}
+		if ri, _ := r.Context().Value(reqInfoKey).(*reqInfo); ri != nil {
+			ri.mu.Lock()
+			ri.tenant = tenant
+			ri.mu.Unlock()
+		}
+		if err := h(w, r, tenant); err != nil {
+			writeError(w, r, s.log, err)
+		}
+	})
+}
+
+func (s *Server) authenticate(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", errdefs.Unauthenticated("this endpoint needs a bearer token; send the header \"Authorization: Bearer <token>\" (with no tenants configured, sandboxd serve writes the admin token to DATA_DIR/token)")
+	}
+	scheme, tok, _ := strings.Cut(h, " ")
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return "", errdefs.Unauthenticated("the Authorization header is not a bearer token; send \"Authorization: Bearer <token>\"")
+	}
+	tenant, ok := s.auth.Authenticate(strings.TrimSpace(tok))
+	if !ok {
+		return "", errdefs.Unauthenticated("the bearer token is not known; check that it is the whole token of a configured tenant (or the admin token in DATA_DIR/token)")
+	}
+	return tenant, nil
+}

@@ -1,0 +1,122 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req CreateSandboxRequest
+	if err := decodeJSON(w, r, s.maxBody, &req); err != nil {
+		return err
+	}
+	if err := sandbox.ValidateConversation(req.Conversation); err != nil {
+		return err
+	}
+	spec := sandbox.Spec{
+		Tenant:       tenant,
+		Conversation: req.Conversation,
+		Image:        req.Image,
+		Env:          req.Env,
+		Network:      req.Network,
+	}
+	if spec.Image == "" {
+		spec.Image = s.image
+	}
+	if spec.Network == "" {
+		spec.Network = DefaultNetwork
+	}
+	if spec.Network != "none" && spec.Network != "bridge" {
+		return errdefs.InvalidArgument("network %q is not supported; use \"none\" (the default) or \"bridge\"", spec.Network)
+	}
+	if req.Resources != nil {
+		spec.Resources = sandbox.Resources{CPUs: req.Resources.CPUs, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids}
+		if spec.Resources.CPUs < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.Pids < 0 {
+			return errdefs.InvalidArgument("resources must not be negative; leave a field out (or 0) for the default")
+		}
+	}
+	if req.Workspace != nil {
+		if req.Workspace.HostPath == "" {
+			return errdefs.InvalidArgument("workspace.host_path is empty; give an absolute host directory, or leave workspace out")
+		}
+		p, err := s.hostPaths.Check(tenant, req.Workspace.HostPath)
+		if err != nil {
+			return err
+		}
+		spec.HostWorkspace = p
+	}
+	info, err := s.sandboxes.Create(r.Context(), spec)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, sandboxOf(info))
+	return nil
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, tenant string) error {
+	conv := r.URL.Query().Get("conversation")
+	if conv != "" {
+		if err := sandbox.ValidateConversation(conv); err != nil {
+			return err
+		}
+	}
+	infos, err := s.sandboxes.List(r.Context(), tenant, conv)
+	if err != nil {
+		return err
+	}
+	out := []Sandbox{}
+	for _, info := range infos {
+		if info.Tenant == tenant && (conv == "" || info.Conversation == conv) {
+			out = append(out, sandboxOf(info))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request, tenant string) error {
+	info, err := s.ownSandbox(r, tenant)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sandboxOf(info))
+	return nil
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request, tenant string) error {
+	info, err := s.ownSandbox(r, tenant)
+	if err != nil {
+		return err
+	}
+	if err := s.sandboxes.Delete(r.Context(), tenant, info.ID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// ownSandbox returns the sandbox named in the path when it is the tenant's;
+// anything else is the same NotFound, so existence is not revealed.
+func (s *Server) ownSandbox(r *http.Request, tenant string) (sandbox.Info, error) {
+	id := r.PathValue("id")
+	info, err := s.sandboxes.Get(r.Context(), tenant, id)
+	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && info.Tenant != tenant) {
+		return sandbox.Info{}, errdefs.NotFound("sandbox %q does not exist; list your sandboxes with GET /v1/sandboxes", id)
+	}
+	return info, err
+}
+
+func sandboxOf(info sandbox.Info) Sandbox {
+	return Sandbox{
+		ID:           info.ID,
+		Conversation: info.Conversation,
+		Backend:      info.Backend,
+		Image:        info.Image,
+		State:        info.State,
+		CreatedAt:    info.CreatedAt.UTC(),
+		Workspace:    info.Workspace,
+	}
+}

@@ -1,0 +1,196 @@
+// Package api is sandboxd's HTTP API v1 (DESIGN.md §3): handlers, the
+// in-memory run store, tenant authentication, and the JSON types shared
+// with the Go client in api/client.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/tools"
+)
+
+// Sandboxes is what the API needs of the sandbox manager. Each method is
+// scoped to a tenant; the API checks the tenant again on what it returns.
+type Sandboxes interface {
+	Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, error)
+	Get(ctx context.Context, tenant, id string) (sandbox.Info, error)
+	List(ctx context.Context, tenant, conversation string) ([]sandbox.Info, error)
+	// Lookup finds the conversation's sandbox (NotFound when it has none)
+	// and never creates one.
+	Lookup(ctx context.Context, tenant, conversation string) (sandbox.Info, error)
+	Delete(ctx context.Context, tenant, id string) error
+	Agent(ctx context.Context, tenant, conversation string) (*agent.Client, sandbox.Info, error)
+}
+
+// Tools is what the API needs of the tool registry.
+type Tools interface {
+	Visible(env *tools.Env) []tools.Spec
+	// Call runs a tool; a tool the run cannot see is errdefs.ErrNotFound.
+	Call(ctx context.Context, env *tools.Env, name string, args json.RawMessage) (tools.Result, error)
+}
+
+// Pinger checks the sandbox engine for /readyz.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Observer receives request and run events (metrics implement it).
+type Observer interface {
+	// ObserveHTTP gets the mux pattern that matched (a closed set), or ""
+	// when none did; never the raw path.
+	ObserveHTTP(route, method string, code int, d time.Duration)
+	RunCreated()
+}
+
+// Server is the HTTP API. It starts no goroutines of its own; the
+// http.Server that serves it owns the request goroutines.
+type Server struct {
+	sandboxes Sandboxes
+	tools     Tools
+	auth      Authenticator
+	runs      *RunStore
+	log       *slog.Logger
+	obs       Observer
+	pinger    Pinger
+	gatherer  prometheus.Gatherer
+	hostPaths HostPaths
+	image     string
+	maxBody   int64
+	maxTool   int64
+
+	handler http.Handler
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithLogger sets the request and error log.
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithRuns uses runs as the run store (default: NewRunStore()).
+func WithRuns(runs *RunStore) Option { return func(s *Server) { s.runs = runs } }
+
+// WithObserver receives request and run events.
+func WithObserver(o Observer) Option { return func(s *Server) { s.obs = o } }
+
+// WithPinger makes /readyz check the engine.
+func WithPinger(p Pinger) Option { return func(s *Server) { s.pinger = p } }
+
+// WithGatherer serves g on /metrics (never the global registry by default).
+func WithGatherer(g prometheus.Gatherer) Option { return func(s *Server) { s.gatherer = g } }
+
+// WithHostPaths sets who may use which host directory as a workspace.
+func WithHostPaths(h HostPaths) Option { return func(s *Server) { s.hostPaths = h } }
+
+// WithDefaultImage sets the image of sandboxes that name none.
+func WithDefaultImage(image string) Option { return func(s *Server) { s.image = image } }
+
+// WithBodyLimits caps request bodies: control endpoints and tool calls.
+// A value <= 0 keeps that default.
+func WithBodyLimits(control, toolCall int64) Option {
+	return func(s *Server) {
+		if control > 0 {
+			s.maxBody = control
+		}
+		if toolCall > 0 {
+			s.maxTool = toolCall
+		}
+	}
+}
+
+// New returns the API over sandboxes and tools, with auth deciding tenants.
+func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Server {
+	s := &Server{
+		sandboxes: sandboxes,
+		tools:     tl,
+		auth:      auth,
+		log:       slog.New(slog.DiscardHandler),
+		image:     config.DefaultImage,
+		maxBody:   config.DefaultMaxBodyBytes,
+		maxTool:   config.DefaultMaxToolBodyBytes,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.runs == nil {
+		s.runs = NewRunStore()
+	}
+	s.handler = s.middleware(s.routes())
+	return s
+}
+
+// Runs returns the run store (for metrics of active runs).
+func (s *Server) Runs() *RunStore { return s.runs }
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// routes registers every endpoint. Patterns double as the closed set of
+// values of the route label in metrics.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+
+	mux.Handle("POST /v1/sandboxes", s.authed(s.createSandbox))
+	mux.Handle("GET /v1/sandboxes", s.authed(s.listSandboxes))
+	mux.Handle("GET /v1/sandboxes/{id}", s.authed(s.getSandbox))
+	mux.Handle("DELETE /v1/sandboxes/{id}", s.authed(s.deleteSandbox))
+
+	mux.Handle("POST /v1/runs", s.authed(s.createRun))
+	mux.Handle("GET /v1/runs/{id}/tools", s.authed(s.listTools))
+	mux.Handle("POST /v1/runs/{id}/tools/{name}", s.authed(s.callTool))
+	mux.Handle("DELETE /v1/runs/{id}", s.authed(s.deleteRun))
+
+	// Questions (GET /v1/spaces/{space}/questions, POST
+	// /v1/questions/{id}/answer) register here, behind s.authed, when the
+	// question port lands.
+
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	if s.gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.Handle("GET /ui/", uiHandler())
+	mux.HandleFunc("/", s.notFound)
+	return mux
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, Status{Status: "ok"})
+}
+
+// readyzTimeout bounds the engine ping, so a hung engine answers "not ready"
+// rather than hanging the probe.
+const readyzTimeout = 2 * time.Second
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.pinger != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), readyzTimeout)
+		defer cancel()
+		if err := s.pinger.Ping(ctx); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, ErrorBody{Error: ErrorDetail{
+				Code: "unavailable", Message: "the sandbox engine does not answer: " + err.Error() + "; sandboxd is not ready until it does",
+			}})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, Status{Status: "ok"})
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusNotFound, ErrorBody{Error: ErrorDetail{
+		Code:    "not_found",
+		Message: "there is no endpoint " + r.Method + " " + r.URL.Path + "; check the method and path against the API v1 documentation",
+	}})
+}

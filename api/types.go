@@ -1,0 +1,108 @@
+package api
+
+import (
+	"time"
+
+	"github.com/sandboxd/sandboxd/tools"
+)
+
+// The JSON types of API v1 (DESIGN.md §3), shared by the server and the Go
+// client so the two cannot drift apart.
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes.
+type CreateSandboxRequest struct {
+	Conversation string            `json:"conversation"`
+	Image        string            `json:"image,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	Resources    *Resources        `json:"resources,omitempty"`
+	Network      string            `json:"network,omitempty"` // "none" (default) or "bridge"
+	Workspace    *Workspace        `json:"workspace,omitempty"`
+}
+
+// Resources are a sandbox's limits; zero means the backend's default.
+type Resources struct {
+	CPUs     float64 `json:"cpus,omitempty"`
+	MemoryMB int64   `json:"memory_mb,omitempty"`
+	Pids     int64   `json:"pids,omitempty"`
+}
+
+// Workspace names a host directory to use as the sandbox's workspace.
+type Workspace struct {
+	HostPath string `json:"host_path"`
+}
+
+// Sandbox is a sandbox as the API reports it.
+type Sandbox struct {
+	ID           string    `json:"id"`
+	Conversation string    `json:"conversation"`
+	Backend      string    `json:"backend"`
+	Image        string    `json:"image"`
+	State        string    `json:"state"`
+	CreatedAt    time.Time `json:"created_at"`
+	// Workspace is the workspace root as tools see it ("/workspace" in a
+	// container; a folder for the host backend).
+	Workspace string `json:"workspace,omitempty"`
+}
+
+// CreateRunRequest is the body of POST /v1/runs.
+type CreateRunRequest struct {
+	Conversation string `json:"conversation"`
+	Surface      string `json:"surface,omitempty"`  // default, plan or readonly
+	Workdir      string `json:"workdir,omitempty"`  // default /workspace
+	Vibe         bool   `json:"vibe,omitempty"`     // background workers
+	Space        string `json:"space,omitempty"`    // where questions go
+	Approval     string `json:"approval,omitempty"` // auto (default) or ask
+	Parent       string `json:"parent,omitempty"`   // the spawning run
+}
+
+// Run is the answer to POST /v1/runs.
+type Run struct {
+	ID           string     `json:"id"`
+	Conversation string     `json:"conversation"`
+	Surface      string     `json:"surface"`
+	Tools        []ToolSpec `json:"tools"`
+	Workdir      string     `json:"workdir,omitempty"`
+	Space        string     `json:"space,omitempty"`
+	Approval     string     `json:"approval,omitempty"`
+	Vibe         bool       `json:"vibe,omitempty"`
+	Parent       string     `json:"parent,omitempty"`
+}
+
+// ToolSpec is a tool definition ready to hand to a model.
+type ToolSpec = tools.Spec
+
+// ToolResult is the answer to a tool call.
+type ToolResult = tools.Result
+
+// Block is one piece of a ToolResult.
+type Block = tools.Block
+
+// ErrorBody is the body of every error answer.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is a wire code (errdefs class) and one sentence for a person.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Status is the body of /healthz and /readyz.
+type Status struct {
+	Status string `json:"status"`
+}
+
+// Header names.
+const (
+	HeaderRequestID = "X-Request-Id"
+)
+
+// Defaults applied to requests that leave a field out.
+const (
+	DefaultWorkdir  = "/workspace"
+	ApprovalAuto    = "auto"
+	ApprovalAsk     = "ask"
+	DefaultNetwork  = "none"
+	AdminTenantName = "admin"
+)

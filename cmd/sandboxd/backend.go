@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/sandbox/docker"
+	"github.com/sandboxd/sandboxd/sandbox/host"
+)
+
+// autoPingTimeout is how long "auto" waits for a Docker engine before it
+// falls back to the host backend.
+const autoPingTimeout = 2 * time.Second
+
+// openBackend returns the named backend; "auto" (or "") is Docker when an
+// engine answers a ping in time, else the host backend.
+func openBackend(ctx context.Context, name, dataDir, agentBin string, cfg *config.Config, log *slog.Logger) (sandbox.Backend, error) {
+	switch name {
+	case "docker":
+		return newDocker(agentBin, cfg, log)
+	case "host":
+		return newHost(dataDir, agentBin, log)
+	case "containerd", "kubernetes":
+		return nil, fmt.Errorf("the %s backend is not available in this build; use --backend docker or --backend host", name)
+	case "", "auto":
+	default:
+		return nil, usagef("--backend %q is not known; use auto, docker, host, containerd or kubernetes", name)
+	}
+	d, err := newDocker(agentBin, cfg, log)
+	if err != nil {
+		log.Info("backend auto: Docker backend unusable, using the host backend", "err", err)
+		return newHost(dataDir, agentBin, log)
+	}
+	pctx, cancel := context.WithTimeout(ctx, autoPingTimeout)
+	defer cancel()
+	if err := d.Ping(pctx); err != nil {
+		d.Close()
+		log.Info("backend auto: no Docker engine answers, using the host backend", "err", err)
+		return newHost(dataDir, agentBin, log)
+	}
+	log.Info("backend auto: a Docker engine answers, using the docker backend")
+	return d, nil
+}
+
+func newDocker(agentBin string, cfg *config.Config, log *slog.Logger) (*docker.Backend, error) {
+	opts := []docker.Option{
+		docker.WithAgentBinary(agentBin),
+		docker.WithDefaultImage(cfg.DefaultImage),
+		docker.WithLogger(log.With("backend", "docker")),
+	}
+	if len(cfg.Docker.ExtraCaps) > 0 {
+		opts = append(opts, docker.WithExtraCaps(cfg.Docker.ExtraCaps...))
+	}
+	return docker.New(opts...)
+}
+
+func newHost(dataDir, agentBin string, log *slog.Logger) (*host.Backend, error) {
+	return host.New(dataDir, host.WithAgentBinary(agentBin), host.WithLogger(log.With("backend", "host")))
+}

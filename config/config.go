@@ -1,0 +1,156 @@
+// Package config reads sandboxd's YAML configuration file. Unknown keys are
+// errors that name the key and its line, so a typo never silently turns a
+// setting off.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults for keys the file leaves out.
+const (
+	DefaultImage            = "sandboxd-sandbox:latest"
+	DefaultRunTTL           = 24 * time.Hour
+	DefaultMaxRunsPerTenant = 1000
+	DefaultMaxBodyBytes     = 1 << 20  // control endpoints
+	DefaultMaxToolBodyBytes = 16 << 20 // tool-call arguments
+	// maxFileBytes caps the config file itself; a bigger one is a mistake.
+	maxFileBytes = 4 << 20
+)
+
+// Config is the whole configuration. The zero value is not useful; use
+// Default or Load.
+type Config struct {
+	// Tenants and the SHA-256 of their bearer tokens. With none, sandboxd
+	// makes one admin token in the data dir.
+	Tenants []Tenant `yaml:"tenants"`
+	// AllowedHostPaths are the host directories under which a sandbox's
+	// workspace.host_path may lie.
+	AllowedHostPaths []string `yaml:"allowed_host_paths"`
+	// DefaultImage is used when a sandbox request names no image.
+	DefaultImage string `yaml:"default_image"`
+	// IdleTTL removes sandboxes idle this long; 0 turns reaping off.
+	IdleTTL Duration `yaml:"idle_ttl"`
+	// RunTTL ends runs idle this long.
+	RunTTL Duration `yaml:"run_ttl"`
+	// MaxRunsPerTenant caps the live runs of one tenant.
+	MaxRunsPerTenant int `yaml:"max_runs_per_tenant"`
+	// Workers are the commands that execute background workers per tier.
+	Workers Workers `yaml:"workers"`
+	Docker  Docker  `yaml:"docker"`
+	Limits  Limits  `yaml:"limits"`
+
+	// Path is the file this was read from; "" when sandboxd runs without a
+	// config file (which lets the admin token name any host path).
+	Path string `yaml:"-"`
+}
+
+// Tenant is one tenant and the hex SHA-256 of its token.
+type Tenant struct {
+	Name        string `yaml:"name"`
+	TokenSHA256 string `yaml:"token_sha256"`
+}
+
+// Workers holds the command per worker tier.
+type Workers struct {
+	Fast *Worker `yaml:"fast"`
+	Good *Worker `yaml:"good"`
+}
+
+// Worker is the command that executes one worker; it gets the brief on stdin.
+type Worker struct {
+	Command []string `yaml:"command"`
+}
+
+// Docker holds settings of the Docker backend.
+type Docker struct {
+	// AgentBinary is the sandbox-agent binary bind-mounted into sandboxes;
+	// "" means the one beside the sandboxd executable.
+	AgentBinary string `yaml:"agent_binary"`
+	// ExtraCaps are Linux capabilities added back after dropping all.
+	ExtraCaps []string `yaml:"extra_caps"`
+}
+
+// Limits caps request sizes.
+type Limits struct {
+	MaxBodyBytes     int64 `yaml:"max_body_bytes"`
+	MaxToolBodyBytes int64 `yaml:"max_tool_body_bytes"`
+}
+
+// Default returns the configuration used when there is no file.
+func Default() *Config {
+	c := &Config{}
+	c.applyDefaults()
+	return c
+}
+
+// Load reads and validates the file at path; an empty path yields Default().
+func Load(path string) (*Config, error) {
+	if path == "" {
+		return Default(), nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s cannot be opened: %w", path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config file %s cannot be read: %w", path, err)
+	}
+	if len(data) > maxFileBytes {
+		return nil, fmt.Errorf("config file %s is larger than %d bytes; it should be a short YAML file", path, maxFileBytes)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	c.Path = path
+	return c, nil
+}
+
+// Parse decodes and validates YAML text.
+func Parse(data []byte) (*Config, error) {
+	c := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, describeYAMLError(err)
+	}
+	// A second document is almost always a stray "---"; refuse it rather
+	// than ignore half the file.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, errors.New("holds more than one YAML document; keep every key in one document")
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.DefaultImage == "" {
+		c.DefaultImage = DefaultImage
+	}
+	if c.RunTTL == 0 {
+		c.RunTTL = Duration(DefaultRunTTL)
+	}
+	if c.MaxRunsPerTenant == 0 {
+		c.MaxRunsPerTenant = DefaultMaxRunsPerTenant
+	}
+	if c.Limits.MaxBodyBytes == 0 {
+		c.Limits.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.Limits.MaxToolBodyBytes == 0 {
+		c.Limits.MaxToolBodyBytes = DefaultMaxToolBodyBytes
+	}
+}
