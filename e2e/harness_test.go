@@ -1,0 +1,222 @@
+// Package e2e drives the built sandboxd binary over HTTP exactly as the
+// agent platform does: start `sandboxd serve`, read the token it wrote, and
+// call the API with the Go client. Docker cases run when
+// SANDBOXD_TEST_DOCKER=1; the host backend always runs.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api/client"
+)
+
+// bins holds the binaries under test: SANDBOXD_BIN / SANDBOXD_AGENT_BIN
+// when set (CI builds them once with `make build`), else built here.
+var bins struct {
+	sandboxd, agent string
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	bins.sandboxd = os.Getenv("SANDBOXD_BIN")
+	bins.agent = os.Getenv("SANDBOXD_AGENT_BIN")
+	if bins.sandboxd == "" || bins.agent == "" {
+		dir, err := os.MkdirTemp("", "sandboxd-e2e-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		bins.sandboxd = filepath.Join(dir, "sandboxd")
+		bins.agent = filepath.Join(dir, "sandbox-agent")
+		for out, pkg := range map[string]string{bins.sandboxd: "../cmd/sandboxd", bins.agent: "../cmd/sandbox-agent"} {
+			cmd := exec.Command("go", "build", "-o", out, pkg)
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, b)
+				return 1
+			}
+		}
+	}
+	return m.Run()
+}
+
+// daemon is one running `sandboxd serve`.
+type daemon struct {
+	t       *testing.T
+	backend string
+	dataDir string
+	args    []string
+	URL     string
+	Token   string
+	Client  *client.Client
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	logs *capBuffer
+}
+
+// startDaemon starts sandboxd on a free loopback port with the given
+// backend and data dir, waits until /readyz answers, and stops it at cleanup.
+func startDaemon(t *testing.T, backend, dataDir string, extra ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, backend: backend, dataDir: dataDir, args: extra}
+	d.start()
+	t.Cleanup(d.stop)
+	return d
+}
+
+func (d *daemon) start() {
+	t := d.t
+	t.Helper()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", d.dataDir,
+		"--backend", d.backend, "--agent-binary", bins.agent}, d.args...)
+	cmd := exec.Command(bins.sandboxd, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.logs = &capBuffer{max: 1 << 20}
+	cmd.Stderr = d.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd, d.done = cmd, make(chan struct{})
+	go func() { cmd.Wait(); close(d.done) }()
+
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			if i := strings.Index(line, "serving on "); i >= 0 {
+				f := strings.Fields(line[i+len("serving on "):])
+				if len(f) > 0 {
+					select {
+					case urlc <- f[0]:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	select {
+	case d.URL = <-urlc:
+	case <-d.done:
+		t.Fatalf("sandboxd exited before serving:\n%s", d.logs.String())
+	case <-time.After(60 * time.Second):
+		d.kill()
+		t.Fatalf("sandboxd printed no URL within 60s:\n%s", d.logs.String())
+	}
+	tok, err := os.ReadFile(filepath.Join(d.dataDir, "token"))
+	if err != nil {
+		t.Fatalf("admin token file: %v", err)
+	}
+	d.Token = strings.TrimSpace(string(tok))
+	d.Client, err = client.New(d.URL, d.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "sandboxd ready", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return d.Client.Readyz(ctx)
+	})
+}
+
+// restart stops the daemon (SIGTERM, as an operator would) and starts it
+// again on the same data dir.
+func (d *daemon) restart() {
+	d.stop()
+	d.start()
+}
+
+func (d *daemon) stop() {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		d.t.Errorf("sandboxd did not stop within 30s of SIGTERM")
+		d.kill()
+	}
+	if d.t.Failed() {
+		d.t.Logf("sandboxd log:\n%s", d.logs.String())
+	}
+}
+
+func (d *daemon) kill() {
+	d.cmd.Process.Kill()
+	<-d.done
+}
+
+// waitFor polls check until it returns nil or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var err error
+	for {
+		if err = check(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after %v: %v", what, within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ctx returns a context bounded for one test step.
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// capBuffer keeps the first max bytes of a log.
+type capBuffer struct {
+	mu  sync.Mutex // guards b
+	b   []byte
+	max int
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.max - len(c.b); room > 0 {
+		c.b = append(c.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (c *capBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.b)
+}
+
+var _ io.Writer = (*capBuffer)(nil)
+
+var errNotYet = errors.New("not yet")
