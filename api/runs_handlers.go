@@ -155,7 +155,7 @@ func (s *Server) env(ctx context.Context, run tools.Run) (*tools.Env, error) {
 		run.Workdir = resolveWorkdir(run.Workdir, info.Workspace)
 	}
 	tenant, conv := run.Tenant, run.Conversation
-	return &tools.Env{
+	env := &tools.Env{
 		Run:        &run,
 		HasSandbox: has,
 		Sandbox: func(ctx context.Context) (*tools.SandboxConn, error) {
@@ -168,7 +168,11 @@ func (s *Server) env(ctx context.Context, run tools.Run) (*tools.Env, error) {
 			}
 			return &tools.SandboxConn{ID: info.ID, Backend: info.Backend, Workspace: info.Workspace, Agent: c}, nil
 		},
-	}, nil
+	}
+	for _, h := range s.envHooks {
+		h(ctx, env)
+	}
+	return env, nil
 }
 
 // resolveWorkdir maps the documented /workspace onto where the sandbox's

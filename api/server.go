@@ -67,6 +67,7 @@ type Server struct {
 	image     string
 	maxBody   int64
 	maxTool   int64
+	envHooks  []EnvHook
 
 	handler http.Handler
 }
@@ -75,6 +76,16 @@ var _ http.Handler = (*Server)(nil)
 
 // Option configures a Server.
 type Option func(*Server)
+
+// EnvHook adds to the tools.Env of a tool call or tool listing before the
+// registry sees it (for example diagnostics-on-write sets AfterWrite). Hooks
+// run in the order given and must not block.
+type EnvHook func(ctx context.Context, env *tools.Env)
+
+// WithEnvHooks adds hooks that complete every tools.Env the server builds.
+func WithEnvHooks(h ...EnvHook) Option {
+	return func(s *Server) { s.envHooks = append(s.envHooks, h...) }
+}
 
 // WithLogger sets the request and error log.
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }

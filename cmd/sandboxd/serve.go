@@ -94,9 +94,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// w is filled by registerTools below; the run-end hook reads it only
+	// when a run ends, which happens after wiring.
+	w := &wiring{log: log, cfg: cfg, dataDir: f.dataDir, agentBin: agentBin}
 	runs := api.NewRunStore(api.WithRunTTL(cfg.RunTTL.D()), api.WithMaxRunsPerTenant(cfg.MaxRunsPerTenant),
 		api.WithRunEndHook(func(r tools.Run, reason string) {
 			log.Info("run ended", "run", r.ID, "tenant", r.Tenant, "conversation", r.Conversation, "reason", reason)
+			for _, h := range w.runEnd {
+				h(r)
+			}
 		}))
 	// The manager observes pipes into the metrics, and the metrics read the
 	// manager's counts at scrape time; the closure breaks that cycle.
@@ -114,16 +120,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	registry := tools.NewRegistry(tools.WithObserver(m), tools.WithLogger(log))
-	registerTools(registry)
+	w.registry, w.sandboxes, w.runs = registry, mgr, runs
+	defer func() {
+		for i := len(w.closers) - 1; i >= 0; i-- {
+			w.closers[i]()
+		}
+	}()
+	if err := registerTools(w); err != nil {
+		return err
+	}
 
 	hostPaths := api.HostPaths{Allowed: cfg.AllowedHostPaths}
 	if cfg.Path == "" {
 		hostPaths.AnyForTenant = api.AdminTenantName
 	}
-	srv := api.New(mgr, registry, auth,
+	apiOpts := append([]api.Option{
 		api.WithLogger(log), api.WithRuns(runs), api.WithObserver(m), api.WithPinger(mgr), api.WithGatherer(reg),
 		api.WithHostPaths(hostPaths), api.WithDefaultImage(cfg.DefaultImage),
-		api.WithBodyLimits(cfg.Limits.MaxBodyBytes, cfg.Limits.MaxToolBodyBytes))
+		api.WithBodyLimits(cfg.Limits.MaxBodyBytes, cfg.Limits.MaxToolBodyBytes),
+		api.WithEnvHooks(w.envHooks...),
+	}, w.apiOpts...)
+	srv := api.New(mgr, registry, auth, apiOpts...)
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {

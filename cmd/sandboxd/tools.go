@@ -1,14 +1,38 @@
 package main
 
 import (
+	"log/slog"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/files"
 )
 
-// registerTools registers every tool family this build ships, in the order
-// their specs are listed to a model.
-func registerTools(reg *tools.Registry) {
+// wiring is what a tool family needs from serve to plug itself in. Each
+// family has one wire function in its own file (wire_<family>.go) that
+// registers its tools and adds the hooks it needs; registerTools calls them.
+type wiring struct {
+	log       *slog.Logger
+	cfg       *config.Config
+	dataDir   string
+	agentBin  string
+	registry  *tools.Registry
+	sandboxes *sandbox.Manager
+	runs      *api.RunStore
+
+	// Filled by wire functions and consumed by serve.
+	envHooks []api.EnvHook       // complete every tools.Env the API builds
+	apiOpts  []api.Option        // extra API options (routes, gates)
+	runEnd   []func(r tools.Run) // called when a run ends, for per-run state
+	closers  []func()            // called at shutdown, in reverse order
+}
+
+// registerTools registers every tool family this build ships.
+func registerTools(w *wiring) error {
 	for _, t := range files.Tools() {
-		reg.Register(t)
+		w.registry.Register(t)
 	}
+	return nil
 }
