@@ -2,11 +2,11 @@ package daemon_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/agent/daemon"
 )
 
@@ -27,27 +27,7 @@ func startPair(t *testing.T, opts ...daemon.Option) (*daemon.Server, *agent.Clie
 // connect opens one more session to srv.
 func connect(t *testing.T, srv *daemon.Server) *agent.Client {
 	t.Helper()
-	a, b := net.Pipe()
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.ServeConn(context.Background(), b)
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := agent.NewClient(ctx, a)
-	if err != nil {
-		t.Fatalf("NewClient: %v", err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		select {
-		case <-served:
-		case <-time.After(10 * time.Second):
-			t.Errorf("ServeConn did not return after the client closed")
-		}
-	})
-	return c
+	return agenttest.Connect(t, srv)
 }
 
 func testCtx(t *testing.T) context.Context {

@@ -3,15 +3,13 @@ package files_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sandboxd/sandboxd/agent"
-	"github.com/sandboxd/sandboxd/agent/daemon"
+	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/files"
 )
@@ -39,28 +37,7 @@ func newSandbox(t *testing.T, opts ...files.Option) *sandbox {
 			t.Fatal(err)
 		}
 	}
-	srv := daemon.New()
-	a, b := net.Pipe()
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.ServeConn(context.Background(), b)
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	client, err := agent.NewClient(ctx, a)
-	if err != nil {
-		t.Fatalf("NewClient: %v", err)
-	}
-	t.Cleanup(func() {
-		client.Close()
-		select {
-		case <-served:
-		case <-time.After(10 * time.Second):
-			t.Errorf("agent session did not end after the client closed")
-		}
-		srv.Close()
-	})
+	client, _ := agenttest.New(t)
 	conn := &tools.SandboxConn{ID: "sb1", Backend: "test", Workspace: s.ws, Agent: client}
 	s.reg = tools.NewRegistry()
 	for _, tool := range files.Tools(opts...) {
