@@ -1,0 +1,102 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Benchmark names, in the order they run and appear in BENCHMARKS.md.
+const (
+	benchCreate = "create"
+	benchRead4K = "read4k"
+	benchIdle   = "idle"
+)
+
+var allBenches = []string{benchCreate, benchRead4K, benchIdle}
+
+type options struct {
+	sandboxdBin string
+	agentBin    string
+	image       string
+	out         string
+	only        []string
+
+	creates   int
+	reads     int
+	execs     int
+	pipeReads int
+	rounds    int
+	warmup    int
+
+	idle         int
+	idleParallel int
+	idleWait     time.Duration
+}
+
+// parseFlags reads the command line; defaults for the binaries, the image
+// and the output come from the environment `make bench` sets.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	var only string
+	fs := flag.NewFlagSet("sandboxd-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.sandboxdBin, "sandboxd", os.Getenv("SANDBOXD_BIN"), "sandboxd binary (default: built from ./cmd/sandboxd into a temp dir)")
+	fs.StringVar(&o.agentBin, "agent", os.Getenv("SANDBOXD_AGENT_BIN"), "static sandbox-agent binary (default: built from ./cmd/sandbox-agent into a temp dir)")
+	fs.StringVar(&o.image, "image", envOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image (must have cat and sleep)")
+	fs.StringVar(&o.out, "out", envOr("SANDBOXD_BENCH_OUT", "BENCHMARKS.md"), "report file; only the sections of the benchmarks run are replaced")
+	fs.StringVar(&only, "only", strings.Join(allBenches, ","), "benchmarks to run, comma-separated: "+strings.Join(allBenches, ", "))
+	fs.IntVar(&o.creates, "creates", 5, "sandboxes created one by one for the create benchmark")
+	fs.IntVar(&o.reads, "reads", 2000, "timed read tool calls through sandboxd")
+	fs.IntVar(&o.execs, "execs", 300, "timed fresh docker exec calls (the peer)")
+	fs.IntVar(&o.pipeReads, "pipe-reads", 2000, "timed reads on a raw agent pipe, without HTTP (0: skip)")
+	fs.IntVar(&o.rounds, "rounds", 20, "rounds the read4k calls are interleaved in, so machine noise hits all alike")
+	fs.IntVar(&o.warmup, "warmup", 100, "untimed calls through sandboxd before measuring (a tenth as many execs)")
+	fs.IntVar(&o.idle, "idle", 200, "idle sandboxes mapped for the memory benchmark")
+	fs.IntVar(&o.idleParallel, "idle-parallel", 4, "sandboxes created (and pipes opened) at a time for the memory benchmark")
+	fs.DurationVar(&o.idleWait, "idle-wait", 10*time.Second, "how long the sandboxes sit idle before the last memory reading")
+	if err := fs.Parse(args); err != nil {
+		return o, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return o, usagef("sandboxd-bench takes no arguments, got %q; use flags such as --only read4k", fs.Arg(0))
+	}
+	for _, name := range strings.Split(only, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(allBenches, name) {
+			return o, usagef("--only names %q, which is not a benchmark; use a comma-separated list of %s", name, strings.Join(allBenches, ", "))
+		}
+		if !slices.Contains(o.only, name) {
+			o.only = append(o.only, name)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+		min  int
+	}{{"creates", o.creates, 1}, {"reads", o.reads, 1}, {"execs", o.execs, 1}, {"pipe-reads", o.pipeReads, 0},
+		{"rounds", o.rounds, 1}, {"warmup", o.warmup, 0}, {"idle", o.idle, 1}, {"idle-parallel", o.idleParallel, 1}} {
+		if c.v < c.min {
+			return o, usagef("--%s is %d; give a number of at least %d", c.name, c.v, c.min)
+		}
+	}
+	if o.rounds > min(o.reads, o.execs) {
+		return o, usagef("--rounds %d is more than --reads or --execs; give fewer rounds than calls", o.rounds)
+	}
+	if o.idleWait < 0 {
+		return o, usagef("--idle-wait %s is negative; give a duration such as 10s", o.idleWait)
+	}
+	return o, nil
+}
+
+func (o options) runs(name string) bool { return slices.Contains(o.only, name) }
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
