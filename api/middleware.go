@@ -21,7 +21,8 @@ const reqInfoKey ctxKey = 0
 
 // reqInfo is per-request state that handlers fill in for the log line.
 type reqInfo struct {
-	id string
+	id   string
+	base string // scheme://host the caller used to reach sandboxd
 
 	mu     sync.Mutex // guards tenant: set by the handler, read by the logger
 	tenant string
@@ -74,7 +75,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ri := &reqInfo{id: incomingRequestID(r.Header.Get(HeaderRequestID))}
+		ri := &reqInfo{id: incomingRequestID(r.Header.Get(HeaderRequestID)), base: baseURL(r)}
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri))
 		w.Header().Set(HeaderRequestID, ri.id)
 		sw := &statusWriter{ResponseWriter: w}
@@ -139,10 +140,37 @@ func incomingRequestID(id string) string {
 // tenantHandler is a handler that runs for an authenticated tenant.
 type tenantHandler func(w http.ResponseWriter, r *http.Request, tenant string) error
 
-// authed checks the bearer token, then runs h and answers its error.
+// authed checks the bearer token, then runs h and answers its error. A
+// run-scoped token (a worker's) is refused here: it is good only on
+// runAuthed endpoints of its own run.
 func (s *Server) authed(h tenantHandler) http.Handler {
+	return s.checkAuth(h, false)
+}
+
+// runAuthed is authed for the run tool endpoints ({id} in the path), which
+// also take a run-scoped token for that one run; for any other run it is
+// the same 404 as a run that does not exist.
+func (s *Server) runAuthed(h tenantHandler) http.Handler {
+	return s.checkAuth(h, true)
+}
+
+func (s *Server) checkAuth(h tenantHandler, runScoped bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tenant, err := s.authenticate(r)
+		tenant, scope, err := s.authenticate(r)
+		if err == nil && scope != "" {
+			switch {
+			case !runScoped:
+				err = errdefs.Unauthenticated("this token belongs to one run (a worker's) and may only list and call that run's tools at /v1/runs/{id}/tools")
+			case r.PathValue("id") != scope:
+				if ri, _ := r.Context().Value(reqInfoKey).(*reqInfo); ri != nil {
+					ri.mu.Lock()
+					ri.tenant = tenant
+					ri.mu.Unlock()
+				}
+				writeError(w, r, s.log, errNoRun(r.PathValue("id")))
+				return
+			}
+		}
 		if err != nil {
 			if !errors.Is(err, errdefs.ErrUnauthenticated) {
 				err = errdefs.Unauthenticated("%v", err)
@@ -162,18 +190,44 @@ func (s *Server) authed(h tenantHandler) http.Handler {
 	})
 }
 
-func (s *Server) authenticate(r *http.Request) (string, error) {
+// authenticate returns the token's tenant and, for a run-scoped token, the
+// one run it may use ("" for a tenant token).
+func (s *Server) authenticate(r *http.Request) (tenant, scope string, err error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return "", errdefs.Unauthenticated("this endpoint needs a bearer token; send the header \"Authorization: Bearer <token>\" (with no tenants configured, sandboxd serve writes the admin token to DATA_DIR/token)")
+		return "", "", errdefs.Unauthenticated("this endpoint needs a bearer token; send the header \"Authorization: Bearer <token>\" (with no tenants configured, sandboxd serve writes the admin token to DATA_DIR/token)")
 	}
 	scheme, tok, _ := strings.Cut(h, " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return "", errdefs.Unauthenticated("the Authorization header is not a bearer token; send \"Authorization: Bearer <token>\"")
+		return "", "", errdefs.Unauthenticated("the Authorization header is not a bearer token; send \"Authorization: Bearer <token>\"")
 	}
-	tenant, ok := s.auth.Authenticate(strings.TrimSpace(tok))
-	if !ok {
-		return "", errdefs.Unauthenticated("the bearer token is not known; check that it is the whole token of a configured tenant (or the admin token in DATA_DIR/token)")
+	tok = strings.TrimSpace(tok)
+	tenant, ok := s.auth.Authenticate(tok)
+	if ok {
+		return tenant, "", nil
 	}
-	return tenant, nil
+	if s.runTokens != nil {
+		if sc, ok := s.runTokens.lookup(tok); ok {
+			return sc.tenant, sc.run, nil
+		}
+	}
+	return "", "", errdefs.Unauthenticated("the bearer token is not known; check that it is the whole token of a configured tenant (or the admin token in DATA_DIR/token)")
+}
+
+// baseURL is how the caller reached sandboxd (for workers' SANDBOXD_URL).
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// BaseURL returns scheme://host that the request in ctx used to reach
+// sandboxd, or "" outside a request.
+func BaseURL(ctx context.Context) string {
+	if ri, _ := ctx.Value(reqInfoKey).(*reqInfo); ri != nil {
+		return ri.base
+	}
+	return ""
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,6 +145,22 @@ func (s *RunStore) Get(tenant, id string) (tools.Run, error) {
 		return tools.Run{}, errNoRun(id)
 	}
 	return e.run, nil
+}
+
+// List returns the tenant's live runs, sorted by id.
+func (s *RunStore) List(tenant string) []tools.Run {
+	s.mu.Lock()
+	gone := s.sweepLocked(s.now())
+	out := []tools.Run{}
+	for _, e := range s.runs {
+		if e.run.Tenant == tenant {
+			out = append(out, e.run)
+		}
+	}
+	s.mu.Unlock()
+	s.notify(gone)
+	slices.SortFunc(out, func(a, b tools.Run) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // Delete ends the tenant's run and, with it, the runs it spawned.

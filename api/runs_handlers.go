@@ -135,6 +135,20 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, tenant string)
 	return nil
 }
 
+// listRuns lists the tenant's live runs (without their tool lists, which
+// would need every conversation's sandbox looked up).
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, tenant string) error {
+	out := []RunSummary{}
+	for _, run := range s.runs.List(tenant) {
+		out = append(out, RunSummary{
+			ID: run.ID, Conversation: run.Conversation, Surface: run.Surface, Workdir: run.Workdir,
+			Space: run.Space, Approval: run.Approval, Vibe: run.Vibe, Parent: run.Parent,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request, tenant string) error {
 	if err := s.runs.Delete(tenant, r.PathValue("id")); err != nil {
 		return err

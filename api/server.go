@@ -68,6 +68,9 @@ type Server struct {
 	maxBody   int64
 	maxTool   int64
 	envHooks  []EnvHook
+	questions Questions
+	runTokens *RunTokens
+	onBuilt   []func(http.Handler)
 
 	handler http.Handler
 }
@@ -85,6 +88,12 @@ type EnvHook func(ctx context.Context, env *tools.Env)
 // WithEnvHooks adds hooks that complete every tools.Env the server builds.
 func WithEnvHooks(h ...EnvHook) Option {
 	return func(s *Server) { s.envHooks = append(s.envHooks, h...) }
+}
+
+// WithHandlerHook calls f with the finished server at the end of New, for
+// wiring that serves the API on connections of its own (the worker relay).
+func WithHandlerHook(f func(http.Handler)) Option {
+	return func(s *Server) { s.onBuilt = append(s.onBuilt, f) }
 }
 
 // WithLogger sets the request and error log.
@@ -139,6 +148,9 @@ func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Ser
 		s.runs = NewRunStore()
 	}
 	s.handler = s.middleware(s.routes())
+	for _, f := range s.onBuilt {
+		f(s)
+	}
 	return s
 }
 
@@ -159,13 +171,13 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("DELETE /v1/sandboxes/{id}", s.authed(s.deleteSandbox))
 
 	mux.Handle("POST /v1/runs", s.authed(s.createRun))
-	mux.Handle("GET /v1/runs/{id}/tools", s.authed(s.listTools))
-	mux.Handle("POST /v1/runs/{id}/tools/{name}", s.authed(s.callTool))
+	mux.Handle("GET /v1/runs", s.authed(s.listRuns))
+	mux.Handle("GET /v1/runs/{id}/tools", s.runAuthed(s.listTools))
+	mux.Handle("POST /v1/runs/{id}/tools/{name}", s.runAuthed(s.callTool))
 	mux.Handle("DELETE /v1/runs/{id}", s.authed(s.deleteRun))
 
-	// Questions (GET /v1/spaces/{space}/questions, POST
-	// /v1/questions/{id}/answer) register here, behind s.authed, when the
-	// question port lands.
+	mux.Handle("GET /v1/spaces/{space}/questions", s.authed(s.listQuestions))
+	mux.Handle("POST /v1/questions/{id}/answer", s.authed(s.answerQuestion))
 
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -173,6 +185,7 @@ func (s *Server) routes() *http.ServeMux {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
 	}
 	mux.Handle("GET /ui/", uiHandler())
+	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.HandleFunc("/", s.notFound)
 	return mux
 }

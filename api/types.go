@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/sandboxd/sandboxd/questions"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -67,6 +68,30 @@ type Run struct {
 	Vibe         bool       `json:"vibe,omitempty"`
 	Parent       string     `json:"parent,omitempty"`
 }
+
+// RunSummary is one run in GET /v1/runs (an addition to the contract).
+type RunSummary struct {
+	ID           string `json:"id"`
+	Conversation string `json:"conversation"`
+	Surface      string `json:"surface"`
+	Workdir      string `json:"workdir,omitempty"`
+	Space        string `json:"space,omitempty"`
+	Approval     string `json:"approval,omitempty"`
+	Vibe         bool   `json:"vibe,omitempty"`
+	Parent       string `json:"parent,omitempty"`
+}
+
+// Question is a card on a space (DESIGN.md §3 "Questions").
+type Question = questions.Question
+
+// QuestionOption is one numbered option of a Question.
+type QuestionOption = questions.Option
+
+// Answer is the body of POST /v1/questions/{id}/answer.
+type Answer = questions.Answer
+
+// Resolution is the data of a `resolved` event on a space's stream.
+type Resolution = questions.Resolution
 
 // ToolSpec is a tool definition ready to hand to a model.
 type ToolSpec = tools.Spec

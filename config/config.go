@@ -43,9 +43,11 @@ type Config struct {
 	// MaxRunsPerTenant caps the live runs of one tenant.
 	MaxRunsPerTenant int `yaml:"max_runs_per_tenant"`
 	// Workers are the commands that execute background workers per tier.
-	Workers Workers `yaml:"workers"`
-	Docker  Docker  `yaml:"docker"`
-	Limits  Limits  `yaml:"limits"`
+	Workers   Workers   `yaml:"workers"`
+	Docker    Docker    `yaml:"docker"`
+	Limits    Limits    `yaml:"limits"`
+	Questions Questions `yaml:"questions"` // question port and workers per run (questions.go)
+	Eval      Eval      `yaml:"eval"`      // persistent kernels of the eval tool (eval.go)
 
 	// Path is the file this was read from; "" when sandboxd runs without a
 	// config file (which lets the admin token name any host path).

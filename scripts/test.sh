@@ -21,6 +21,9 @@ section() { printf '\n==== [%4ds] %s ====\n' "$((SECONDS - start))" "$*"; }
 section "set-up (scripts/setup.sh)"
 scripts/setup.sh 2>&1 | tee "$ARTIFACTS/setup.log"
 
+section "test tools (chromium for the web console test)"
+scripts/install-browser.sh 2>&1 | tee "$ARTIFACTS/install-browser.log"
+
 section "build (make build)"
 make build 2>&1 | tee "$ARTIFACTS/build.log"
 

@@ -32,6 +32,7 @@ type Registry struct {
 	serial  *serializer
 	obs     CallObserver
 	log     *slog.Logger
+	gate    Gate
 }
 
 type entry struct {
@@ -48,6 +49,23 @@ func WithObserver(o CallObserver) Option { return func(r *Registry) { r.obs = o 
 
 // WithLogger sets where internal errors and recovered panics are logged.
 func WithLogger(l *slog.Logger) Option { return func(r *Registry) { r.log = l } }
+
+// Gate decides whether a write or exec call may run (the approval gate). It
+// sees the call after its arguments are validated and before it queues
+// behind the conversation's other calls. It returns nil to let the call
+// run, or the result the call returns instead (a refusal the model reads).
+// Read-level calls never reach it.
+type Gate interface {
+	Check(ctx context.Context, env *Env, spec Spec, args json.RawMessage) *Result
+}
+
+// WithGate puts g in front of every write and exec call, whoever makes it
+// (the API, or a tool that calls back into the registry).
+func WithGate(g Gate) Option { return func(r *Registry) { r.gate = g } }
+
+// SetGate is WithGate for wiring that gets the registry already made. Like
+// Register, call it at start-up, before the first Call.
+func (r *Registry) SetGate(g Gate) { r.gate = g }
 
 // NewRegistry returns an empty registry.
 func NewRegistry(opts ...Option) *Registry {
@@ -143,8 +161,19 @@ func (r *Registry) Call(ctx context.Context, env *Env, name string, args json.Ra
 		return Error(verr.Error()), nil
 	}
 
-	if !e.spec.ParallelSafe {
-		release, qerr := r.serial.acquire(ctx, serialKey(env))
+	if r.gate != nil && e.spec.Level != LevelRead {
+		if refused := r.gate.Check(ctx, env, e.spec, args); refused != nil {
+			outcome = OutcomeToolError
+			res = *refused
+			if res.Content == nil {
+				res.Content = []Block{}
+			}
+			return res, nil
+		}
+	}
+
+	if key := serialKey(env); !e.spec.ParallelSafe && !holdsTurn(ctx, key) {
+		release, qerr := r.serial.acquire(ctx, key)
 		if qerr != nil {
 			outcome = OutcomeCanceled
 			const msg = "tool %q was not run: the call ended while it waited for an earlier call in this conversation to finish: %w"
@@ -154,6 +183,7 @@ func (r *Registry) Call(ctx context.Context, env *Env, name string, args json.Ra
 			return Result{}, errdefs.Unavailable(msg, name, qerr)
 		}
 		defer release()
+		ctx = withTurn(ctx, key)
 	}
 
 	res, terr, panicked := r.invoke(ctx, env, e, args)

@@ -501,3 +501,57 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestNestedCallRunsInsideTheTurn: a non-parallel-safe tool that calls the
+// registry again for its own conversation (eval's tool() bridge) does not
+// queue behind itself, while an outside call still waits its turn.
+func TestNestedCallRunsInsideTheTurn(t *testing.T) {
+	r := NewRegistry()
+	inner := newFake("edit", LevelWrite, false)
+	r.Register(inner)
+	release := make(chan struct{})
+	outer := newFake("eval", LevelExec, false)
+	outer.call = func(ctx context.Context, env *Env, args json.RawMessage) (Result, error) {
+		res, err := r.Call(ctx, env, "edit", json.RawMessage(`{"path":"nested"}`))
+		if err != nil {
+			return Result{}, err
+		}
+		<-release
+		return Text("outer saw: " + res.Content[0].Text), nil
+	}
+	r.Register(outer)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan Result, 1)
+	go func() {
+		res, err := r.Call(ctx, envFor("default", true), "eval", json.RawMessage(`{"path":"x"}`))
+		if err != nil {
+			t.Errorf("outer call: %v", err)
+		}
+		done <- res
+	}()
+	waitFor(t, func() bool { return inner.count() == 1 })
+
+	// An outside call of the same conversation waits for the outer one.
+	outside := make(chan struct{})
+	go func() {
+		r.Call(ctx, envFor("default", true), "edit", json.RawMessage(`{"path":"outside"}`))
+		close(outside)
+	}()
+	select {
+	case <-outside:
+		t.Fatal("an outside call ran while the conversation's turn was held")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	res := <-done
+	if got := res.Content[0].Text; !strings.Contains(got, "nested") {
+		t.Fatalf("outer result %q lacks the nested call's answer", got)
+	}
+	select {
+	case <-outside:
+	case <-ctx.Done():
+		t.Fatal("the outside call never got its turn after the outer call ended")
+	}
+}

@@ -104,3 +104,25 @@ func (s *serializer) queued(key string) int {
 	}
 	return 0
 }
+
+// heldTurns marks, in a call's context, the serial keys whose turn that call
+// holds. A tool that calls back into the registry while it holds its
+// conversation's turn (eval's tool() bridge) must not queue behind itself:
+// its nested calls run inside the turn, which is still one at a time
+// because the outer call waits for them.
+type heldTurns struct{}
+
+func holdsTurn(ctx context.Context, key string) bool {
+	held, _ := ctx.Value(heldTurns{}).([]string)
+	for _, k := range held {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+func withTurn(ctx context.Context, key string) context.Context {
+	held, _ := ctx.Value(heldTurns{}).([]string)
+	return context.WithValue(ctx, heldTurns{}, append(held[:len(held):len(held)], key))
+}

@@ -34,5 +34,14 @@ func registerTools(w *wiring) error {
 	for _, t := range files.Tools() {
 		w.registry.Register(t)
 	}
+	if err := wireQuestions(w); err != nil {
+		return err
+	}
+	if err := wireEval(w); err != nil {
+		return err
+	}
+	if err := wireVibe(w); err != nil {
+		return err
+	}
 	return nil
 }

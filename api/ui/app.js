@@ -1,0 +1,345 @@
+// sandboxd web console: answer the questions and permission prompts of a
+// space, and see the tenant's sandboxes and runs. The token lives in
+// sessionStorage and travels only in the Authorization header: the live
+// stream is read with fetch() streaming, not EventSource (which cannot set
+// headers and would need the token in the URL, where logs keep it).
+'use strict';
+
+const TOKEN_KEY = 'sandboxd.token';
+const SPACE_KEY = 'sandboxd.space';
+const $ = (sel, root) => (root || document).querySelector(sel);
+
+const state = {
+  token: sessionStorage.getItem(TOKEN_KEY) || '',
+  space: '',
+  stream: null,   // AbortController of the open stream
+  retry: 0,       // reconnect attempts since the last good stream
+  cards: new Map(), // question id -> {q, el}
+};
+
+class APIError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+async function api(method, path, body) {
+  const headers = { 'Authorization': 'Bearer ' + state.token, 'Accept': 'application/json' };
+  const opts = { method, headers, cache: 'no-store' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    opts.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, opts);
+  const text = await resp.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+  if (!resp.ok) {
+    const msg = data && data.error ? data.error.message : ('sandboxd answered HTTP ' + resp.status);
+    throw new APIError(resp.status, msg);
+  }
+  return data;
+}
+
+// ---- sign in -------------------------------------------------------------
+
+async function signIn(token) {
+  state.token = token;
+  try {
+    await api('GET', '/v1/runs');
+  } catch (e) {
+    state.token = '';
+    sessionStorage.removeItem(TOKEN_KEY);
+    $('#signin-error').textContent = e.status === 401 ? 'That token is not known to this sandboxd. Check that you pasted the whole token.' : e.message;
+    return false;
+  }
+  sessionStorage.setItem(TOKEN_KEY, token);
+  showConsole();
+  return true;
+}
+
+function signOut() {
+  closeStream();
+  state.token = '';
+  sessionStorage.removeItem(TOKEN_KEY);
+  $('#console').hidden = true;
+  $('#signout').hidden = true;
+  $('#signin').hidden = false;
+  $('#token').value = '';
+  $('#token').focus();
+}
+
+function showConsole() {
+  $('#signin').hidden = true;
+  $('#signin-error').textContent = '';
+  $('#console').hidden = false;
+  $('#signout').hidden = false;
+  const fromHash = new URLSearchParams(location.hash.slice(1)).get('space');
+  const space = fromHash || sessionStorage.getItem(SPACE_KEY) || '';
+  $('#space').value = space;
+  refreshOverview();
+  if (space) openSpace(space);
+}
+
+// ---- the question stream ---------------------------------------------------
+
+function setStreamState(text, live) {
+  const el = $('#stream-state');
+  el.textContent = text;
+  el.classList.toggle('live', !!live);
+}
+
+function closeStream() {
+  if (state.stream) state.stream.abort();
+  state.stream = null;
+  setStreamState('not connected', false);
+}
+
+function openSpace(space) {
+  state.space = space;
+  state.retry = 0;
+  sessionStorage.setItem(SPACE_KEY, space);
+  history.replaceState(null, '', '#space=' + encodeURIComponent(space));
+  connect();
+}
+
+async function connect() {
+  if (state.stream) state.stream.abort();
+  const ctl = new AbortController();
+  state.stream = ctl;
+  const space = state.space;
+  setStreamState('connecting…', false);
+  $('#questions-error').textContent = '';
+  try {
+    const resp = await fetch('/v1/spaces/' + encodeURIComponent(space) + '/questions', {
+      headers: { 'Authorization': 'Bearer ' + state.token, 'Accept': 'text/event-stream' },
+      cache: 'no-store',
+      signal: ctl.signal,
+    });
+    if (!resp.ok) {
+      let msg = 'sandboxd answered HTTP ' + resp.status;
+      try { msg = (await resp.json()).error.message; } catch (e) { /* keep the status */ }
+      if (resp.status === 401) { signOut(); $('#signin-error').textContent = msg; return; }
+      $('#questions-error').textContent = msg;
+      setStreamState('not connected', false);
+      if (resp.status === 400 || resp.status === 404) return; // retrying cannot help
+      throw new Error(msg);
+    }
+    // The server sends the open questions first: start from a clean list.
+    clearCards();
+    setStreamState('connected: you are answering for space ' + space, true);
+    state.retry = 0;
+    const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value.replace(/\r\n/g, '\n');
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        handleEvent(buf.slice(0, i));
+        buf = buf.slice(i + 2);
+      }
+    }
+  } catch (e) {
+    if (ctl.signal.aborted) return;
+  }
+  if (ctl.signal.aborted || state.stream !== ctl) return;
+  const delay = Math.min(10000, 500 * 2 ** state.retry++);
+  setStreamState('disconnected; reconnecting in ' + Math.round(delay / 1000) + ' s', false);
+  setTimeout(() => { if (state.stream === ctl) connect(); }, delay);
+}
+
+function handleEvent(block) {
+  let name = '', data = '';
+  for (const line of block.split('\n')) {
+    if (line.startsWith('event:')) name = line.slice(6).trim();
+    else if (line.startsWith('data:')) data += line.slice(5).trim();
+  }
+  if (!name || !data) return; // comments and heartbeats
+  let v;
+  try { v = JSON.parse(data); } catch (e) { return; }
+  if (name === 'question') addCard(v);
+  else if (name === 'resolved') removeCard(v.id);
+}
+
+// ---- cards -------------------------------------------------------------------
+
+function clearCards() {
+  state.cards.clear();
+  $('#cards').replaceChildren();
+  updateEmpty();
+}
+
+function updateEmpty() {
+  $('#no-cards').hidden = state.cards.size > 0;
+}
+
+function removeCard(id) {
+  const c = state.cards.get(id);
+  if (!c) return;
+  c.el.remove();
+  state.cards.delete(id);
+  updateEmpty();
+}
+
+function addCard(q) {
+  if (state.cards.has(q.id)) return;
+  const el = $('#card-template').content.firstElementChild.cloneNode(true);
+  el.dataset.id = q.id;
+  el.classList.add(q.kind);
+  $('.kind', el).textContent = q.kind === 'permission' ? 'permission' : 'question';
+  $('.run', el).textContent = 'run ' + q.run;
+  $('.question', el).textContent = q.question;
+  $('.context', el).textContent = q.context || '';
+  const opts = $('.options', el);
+  const boxes = [];
+  (q.options || []).forEach((o, i) => {
+    const n = i + 1;
+    const li = document.createElement('li');
+    if (q.multi_select) {
+      const label = document.createElement('label');
+      const box = document.createElement('input');
+      box.type = 'checkbox';
+      box.value = String(n);
+      box.className = 'choice';
+      boxes.push(box);
+      label.append(box, ' ', numbered(n, o.label));
+      li.append(label);
+    } else {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'option';
+      b.dataset.choice = String(n);
+      b.append(numbered(n, o.label));
+      b.addEventListener('click', () => answer(q.id, { choices: [n] }, el));
+      li.append(b);
+    }
+    if (o.description) {
+      const d = document.createElement('span');
+      d.className = 'desc';
+      d.textContent = o.description;
+      li.append(d);
+    }
+    opts.append(li);
+  });
+  if (q.multi_select) {
+    $('.multi-actions', el).hidden = false;
+    $('.submit-choices', el).addEventListener('click', () => {
+      const choices = boxes.filter((b) => b.checked).map((b) => Number(b.value));
+      const text = q.allow_free_text ? $('.free-text', el).value.trim() : '';
+      const body = { choices };
+      if (text) body.text = text;
+      answer(q.id, body, el);
+    });
+  }
+  if (q.allow_free_text) {
+    $('.free', el).hidden = false;
+    $('.send-text', el).addEventListener('click', () => {
+      const body = { text: $('.free-text', el).value.trim() };
+      if (q.multi_select) {
+        const choices = boxes.filter((b) => b.checked).map((b) => Number(b.value));
+        if (choices.length) body.choices = choices;
+      }
+      answer(q.id, body, el);
+    });
+  }
+  $('.skip', el).addEventListener('click', () => answer(q.id, { skip: true }, el));
+  state.cards.set(q.id, { q, el });
+  $('#cards').append(el);
+  tickExpiry();
+  updateEmpty();
+}
+
+function numbered(n, label) {
+  const f = document.createDocumentFragment();
+  const num = document.createElement('span');
+  num.className = 'num';
+  num.textContent = n + '.';
+  f.append(num, ' ', label);
+  return f;
+}
+
+async function answer(id, body, el) {
+  const err = $('.card-error', el);
+  err.textContent = '';
+  el.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+  try {
+    await api('POST', '/v1/questions/' + encodeURIComponent(id) + '/answer', body);
+    removeCard(id);
+  } catch (e) {
+    if (e.status === 409 || e.status === 404) {
+      removeCard(id);
+      $('#questions-error').textContent = e.message;
+      return;
+    }
+    err.textContent = e.message; // a 400 leaves the question open: fix and resend
+    el.querySelectorAll('button').forEach((b) => { b.disabled = false; });
+  }
+}
+
+function tickExpiry() {
+  const now = Date.now();
+  for (const { q, el } of state.cards.values()) {
+    const s = Math.max(0, Math.round((Date.parse(q.expires_at) - now) / 1000));
+    $('.expires', el).textContent = 'expires in ' + (s >= 60 ? Math.floor(s / 60) + ' min ' + (s % 60) + ' s' : s + ' s');
+  }
+}
+
+// ---- overview ------------------------------------------------------------------
+
+function fillTable(sel, rows, cols) {
+  const body = $(sel + ' tbody');
+  body.replaceChildren();
+  if (!rows.length) {
+    const tr = document.createElement('tr');
+    const td = document.createElement('td');
+    td.colSpan = cols.length;
+    td.className = 'muted';
+    td.textContent = 'none';
+    tr.append(td);
+    body.append(tr);
+    return;
+  }
+  for (const r of rows) {
+    const tr = document.createElement('tr');
+    for (const c of cols) {
+      const td = document.createElement('td');
+      td.textContent = r[c] === undefined || r[c] === '' ? '—' : String(r[c]);
+      tr.append(td);
+    }
+    body.append(tr);
+  }
+}
+
+async function refreshOverview() {
+  $('#overview-error').textContent = '';
+  try {
+    const [sandboxes, runs] = await Promise.all([api('GET', '/v1/sandboxes'), api('GET', '/v1/runs')]);
+    fillTable('#sandboxes', sandboxes, ['id', 'conversation', 'backend', 'state', 'created_at']);
+    fillTable('#runs', runs, ['id', 'conversation', 'surface', 'approval', 'space', 'parent']);
+    const spaces = [...new Set(runs.map((r) => r.space).filter(Boolean))].sort();
+    const dl = $('#known-spaces');
+    dl.replaceChildren(...spaces.map((s) => { const o = document.createElement('option'); o.value = s; return o; }));
+  } catch (e) {
+    if (e.status === 401) { signOut(); return; }
+    $('#overview-error').textContent = e.message;
+  }
+}
+
+// ---- start -----------------------------------------------------------------------
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('#signin-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    signIn($('#token').value.trim());
+  });
+  $('#signout').addEventListener('click', signOut);
+  $('#space-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const s = $('#space').value.trim();
+    if (s) openSpace(s);
+  });
+  $('#refresh').addEventListener('click', refreshOverview);
+  setInterval(tickExpiry, 1000);
+  setInterval(() => { if (state.token) refreshOverview(); }, 15000);
+  if (state.token) signIn(state.token); else signOut();
+});

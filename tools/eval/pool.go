@@ -1,0 +1,258 @@
+package eval
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/kernels"
+)
+
+// Labels on kernel processes; a restarted sandboxd finds its kernels by them.
+const (
+	labelKernel = "sandboxd.kernel"       // the language
+	labelOwner  = "sandboxd.kernel.owner" // hash of tenant and conversation
+)
+
+// place is where one conversation's kernels run: its sandbox, or the host.
+type place struct {
+	key   string // "sandbox/<id>" or "host"
+	agent *agent.Client
+	root  string // the directory kernel programs are written under (a Root for the agent)
+	dir   string // the working directory of a new kernel
+	host  bool   // the host agent is shared by conversations, so names carry the owner
+	owner string
+}
+
+func (p *place) name(lang string) string {
+	if p.host {
+		return "kernel/" + lang + "/" + p.owner
+	}
+	return "kernel/" + lang
+}
+
+func (p *place) labels(lang string) map[string]string {
+	return map[string]string{labelKernel: lang, labelOwner: p.owner}
+}
+
+func ownerOf(tenant, conversation, runID string) string {
+	h := sha256.New()
+	if conversation == "" {
+		fmt.Fprintf(h, "run\x00%s", runID)
+	} else {
+		fmt.Fprintf(h, "conv\x00%s\x00%s", tenant, conversation)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// pool maps (place, owner, language) to the kernel sandboxd is attached to.
+// It starts no goroutines of its own; each kernel has its readers.
+type pool struct {
+	interp  map[string]string // language -> interpreter command
+	startTO time.Duration
+
+	// mu guards kernels.
+	mu      sync.Mutex
+	kernels map[string]*kernel
+}
+
+func newPool(interp map[string]string, startTimeout time.Duration) *pool {
+	return &pool{interp: interp, startTO: startTimeout, kernels: map[string]*kernel{}}
+}
+
+func poolKey(p *place, lang string) string { return p.key + "\x00" + p.owner + "\x00" + lang }
+
+// get returns the conversation's kernel for lang, attaching to a running one
+// or starting one. died is set when the kernel the conversation had is found
+// dead: a new one was started, and the caller must report it and not run
+// the cell.
+func (pl *pool) get(ctx context.Context, p *place, lang string) (k *kernel, died string, err error) {
+	key := poolKey(p, lang)
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	old := pl.kernels[key]
+	if old != nil && old.agent == p.agent && !old.gone() {
+		return old, "", nil
+	}
+	procs, err := p.agent.List(ctx, &proto.ListRequest{Labels: p.labels(lang)})
+	if err != nil {
+		return nil, "", err
+	}
+	var running, exited *proto.ProcessInfo
+	for i := range procs {
+		if procs[i].Running {
+			running = &procs[i]
+		} else {
+			exited = &procs[i]
+		}
+	}
+	if old != nil {
+		old.close()
+		delete(pl.kernels, key)
+	}
+	if running != nil {
+		k, err := attachKernel(ctx, p.agent, lang, *running)
+		if err != nil {
+			return nil, "", err
+		}
+		pl.kernels[key] = k
+		return k, "", nil
+	}
+	if exited != nil {
+		died = deathNote(*exited)
+	}
+	k, err = pl.spawnLocked(ctx, p, lang)
+	if err != nil {
+		if died != "" {
+			return nil, "", fmt.Errorf("%s, and a new kernel could not be started: %w", died, err)
+		}
+		return nil, "", err
+	}
+	return k, died, nil
+}
+
+// reset kills the conversation's kernel (its whole process group) and starts
+// a clean one.
+func (pl *pool) reset(ctx context.Context, p *place, lang string) (*kernel, error) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.killLocked(ctx, p, lang)
+	return pl.spawnLocked(ctx, p, lang)
+}
+
+// replace is reset after a kernel died or would not stop.
+func (pl *pool) replace(ctx context.Context, p *place, lang string) error {
+	_, err := pl.reset(ctx, p, lang)
+	return err
+}
+
+func (pl *pool) killLocked(ctx context.Context, p *place, lang string) {
+	key := poolKey(p, lang)
+	if old := pl.kernels[key]; old != nil {
+		old.close()
+		delete(pl.kernels, key)
+	}
+	procs, err := p.agent.List(ctx, &proto.ListRequest{Labels: p.labels(lang)})
+	if err != nil {
+		return
+	}
+	for _, pr := range procs {
+		if !pr.Running {
+			continue
+		}
+		_ = p.agent.Signal(ctx, &proto.SignalRequest{ID: pr.ID, Signal: "KILL", Group: true})
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, _ = p.agent.Wait(wctx, &proto.WaitRequest{ID: pr.ID, Timeout: 5 * time.Second})
+		cancel()
+	}
+}
+
+func (pl *pool) spawnLocked(ctx context.Context, p *place, lang string) (*kernel, error) {
+	prog, err := kernels.Get(lang)
+	if err != nil {
+		return nil, errdefs.InvalidArgument("%v", err)
+	}
+	dir := path.Join(p.root, prog.Hash)
+	entry := path.Join(dir, prog.Entry)
+	if _, err := p.agent.Stat(ctx, &proto.StatRequest{Root: p.root, Path: entry}); err != nil {
+		// Not there yet (or the root itself is missing): make the root, then write.
+		mk := []string{"mkdir", "-p", p.root}
+		if p.host {
+			mk = append(mk, p.dir)
+		}
+		if r, err := p.agent.Exec(ctx, &proto.ExecRequest{Argv: mk, Timeout: 10 * time.Second}); err != nil || r.ExitCode != 0 {
+			return nil, fmt.Errorf("cannot make the kernel folder %s: %v %s", p.root, err, execErr(r))
+		}
+		wr := &proto.WriteFilesRequest{Root: p.root}
+		for name, data := range prog.Files {
+			wr.Files = append(wr.Files, proto.WriteFile{Path: path.Join(dir, name), Data: data, MkdirAll: true, Mode: 0o644})
+		}
+		if err := p.agent.WriteFiles(ctx, wr); err != nil {
+			return nil, fmt.Errorf("cannot write the kernel files into %s: %w", dir, err)
+		}
+	}
+	if p.host {
+		if r, err := p.agent.Exec(ctx, &proto.ExecRequest{Argv: []string{"mkdir", "-p", p.dir}, Timeout: 10 * time.Second}); err != nil || r.ExitCode != 0 {
+			return nil, fmt.Errorf("cannot make the host kernel's folder %s: %v %s", p.dir, err, execErr(r))
+		}
+	}
+	env := map[string]string{"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "MPLBACKEND": "module://sandboxd_mpl", "TERM": "dumb", "NO_COLOR": "1"}
+	info, err := p.agent.Spawn(ctx, &proto.SpawnRequest{
+		Name:       p.name(lang),
+		Argv:       []string{pl.interp[lang], entry},
+		Dir:        p.dir,
+		Env:        env,
+		Labels:     p.labels(lang),
+		ExtraPipes: 1,
+	})
+	if err != nil {
+		if errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) {
+			return nil, errdefs.FailedPrecondition("the %s kernel cannot start: %v; %s must be installed where the kernel runs", lang, err, pl.interp[lang])
+		}
+		return nil, err
+	}
+	k, err := attachKernel(ctx, p.agent, lang, *info)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.waitHello(ctx, pl.startTO); err != nil {
+		k.close()
+		_ = p.agent.Signal(context.WithoutCancel(ctx), &proto.SignalRequest{ID: info.ID, Signal: "KILL", Group: true})
+		msg := strings.TrimSpace(string(k.takeFdOut()))
+		if len(msg) > 2000 {
+			msg = "..." + msg[len(msg)-2000:]
+		}
+		if msg != "" {
+			return nil, errdefs.FailedPrecondition("the %s kernel failed to start (%v): %s", lang, err, msg)
+		}
+		return nil, errdefs.FailedPrecondition("the %s kernel failed to start: %v", lang, err)
+	}
+	pl.kernels[poolKey(p, lang)] = k
+	return k, nil
+}
+
+// forget drops the attachment to a kernel (its pipe is gone); the next get
+// re-attaches or reports it dead.
+func (pl *pool) forget(p *place, lang string, k *kernel) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	key := poolKey(p, lang)
+	if pl.kernels[key] == k {
+		k.close()
+		delete(pl.kernels, key)
+	}
+}
+
+// closeAll closes every attachment; the kernels keep running in the agent.
+func (pl *pool) closeAll() {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for key, k := range pl.kernels {
+		k.close()
+		delete(pl.kernels, key)
+	}
+}
+
+func deathNote(p proto.ProcessInfo) string {
+	how := fmt.Sprintf("exited with status %d", p.ExitCode)
+	if p.Signal != "" {
+		how = "killed by signal " + p.Signal
+	}
+	return "kernel died: " + how + "; its state is lost; a new kernel is ready"
+}
+
+func execErr(r *proto.ExecResponse) string {
+	if r == nil {
+		return ""
+	}
+	return strings.TrimSpace(string(r.Stderr))
+}
