@@ -24,6 +24,9 @@ scripts/setup.sh 2>&1 | tee "$ARTIFACTS/setup.log"
 section "test tools (chromium for the web console test)"
 scripts/install-browser.sh 2>&1 | tee "$ARTIFACTS/install-browser.log"
 
+section "test tools (the ast-grep CLI, the structural search's differential peer)"
+scripts/install-ast-grep.sh 2>&1 | tee "$ARTIFACTS/ast-grep.log"
+
 section "build (make build)"
 make build 2>&1 | tee "$ARTIFACTS/build.log"
 

@@ -43,5 +43,8 @@ func registerTools(w *wiring) error {
 	if err := wireVibe(w); err != nil {
 		return err
 	}
+	if err := wireAstgrep(w); err != nil {
+		return err
+	}
 	return nil
 }

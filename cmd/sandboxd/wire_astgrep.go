@@ -1,0 +1,21 @@
+//go:build cgo
+
+package main
+
+import (
+	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/astgrep"
+	"github.com/sandboxd/sandboxd/tools/astgrep/engine"
+)
+
+// wireAstgrep registers ast_grep, ast_edit and resolve over one tree-sitter
+// engine shared by all sandboxes (its caches are keyed by sandbox), and
+// drops a run's prepared edits when the run ends.
+func wireAstgrep(w *wiring) error {
+	ts, dropRun := astgrep.Tools(engine.New())
+	for _, t := range ts {
+		w.registry.Register(t)
+	}
+	w.runEnd = append(w.runEnd, func(r tools.Run) { dropRun(r.ID) })
+	return nil
+}

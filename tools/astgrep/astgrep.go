@@ -1,0 +1,157 @@
+// Package astgrep holds the structural search and rewrite tools: ast_grep,
+// ast_edit and resolve (DESIGN.md §4). They match tree-sitter patterns over
+// the sandbox's files, read in bulk through the sandbox agent; ast_edit only
+// prepares a change, which resolve writes all or nothing or drops.
+package astgrep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/astgrep/engine"
+)
+
+// config holds what the three tools share.
+type config struct {
+	eng         *engine.Engine
+	store       *store
+	maxFileSize int64 // larger files are not searched
+	maxFiles    int   // files one search walks at most
+	maxPreview  int   // bytes of diff shown by ast_edit
+	now         func() time.Time
+}
+
+// Option changes a setting of the tools.
+type Option func(*config)
+
+// WithMaxFileSize skips files larger than n bytes (default 1 MiB).
+func WithMaxFileSize(n int64) Option { return func(c *config) { c.maxFileSize = n } }
+
+// WithMaxFiles caps the files one search considers (default 200000).
+func WithMaxFiles(n int) Option { return func(c *config) { c.maxFiles = n } }
+
+// WithEditLimits bounds prepared edits: their time to live, how many one run
+// holds (the oldest is dropped first) and the bytes of new content one holds
+// (defaults 15 minutes, 16, 32 MiB).
+func WithEditLimits(ttl time.Duration, perRun int, maxBytes int64) Option {
+	return func(c *config) { c.store.ttl, c.store.perRun, c.store.maxBytes = ttl, perRun, maxBytes }
+}
+
+// WithClock replaces the clock the edit TTL is measured with (tests).
+func WithClock(now func() time.Time) Option {
+	return func(c *config) { c.now = now; c.store.now = now }
+}
+
+// Tools returns ast_grep, ast_edit and resolve over eng, and a function to
+// call when a run ends (it drops the run's prepared edits).
+func Tools(eng *engine.Engine, opts ...Option) ([]tools.Tool, func(runID string)) {
+	c := &config{eng: eng, maxFileSize: 1 << 20, maxFiles: 200000, maxPreview: 48 << 10, now: time.Now}
+	c.store = newStore()
+	for _, o := range opts {
+		o(c)
+	}
+	return []tools.Tool{&grepTool{c}, &editTool{c}, &resolveTool{c}}, c.store.dropRun
+}
+
+var (
+	_ tools.Tool = (*grepTool)(nil)
+	_ tools.Tool = (*editTool)(nil)
+	_ tools.Tool = (*resolveTool)(nil)
+)
+
+func available(env *tools.Env) bool { return env != nil && env.HasSandbox }
+
+// connect returns the conversation's sandbox, or a result for the model.
+func connect(ctx context.Context, env *tools.Env) (*tools.SandboxConn, *tools.Result, error) {
+	if env == nil || env.Sandbox == nil {
+		return nil, nil, errors.New("the run has no sandbox accessor wired")
+	}
+	conn, err := env.Sandbox(ctx)
+	if err != nil {
+		if r, ok := modelError(err); ok {
+			return nil, &r, nil
+		}
+		return nil, nil, err
+	}
+	if conn == nil || conn.Agent == nil || conn.Workspace == "" {
+		return nil, nil, errors.New("the sandbox connection is incomplete (no agent or workspace)")
+	}
+	return conn, nil, nil
+}
+
+// modelError turns errors the model can act on into an is_error result.
+func modelError(err error) (tools.Result, bool) {
+	for _, class := range []error{
+		errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrFailedPrecondition,
+		errdefs.ErrConflict, errdefs.ErrResourceExhausted, errdefs.ErrUnavailable,
+		errdefs.ErrDeadlineExceeded,
+	} {
+		if errors.Is(err, class) {
+			return tools.Error(err.Error()), true
+		}
+	}
+	return tools.Result{}, false
+}
+
+func fail(err error) (tools.Result, error) {
+	if r, ok := modelError(err); ok {
+		return r, nil
+	}
+	return tools.Result{}, err
+}
+
+func deref(r *tools.Result) tools.Result {
+	if r == nil {
+		return tools.Result{}
+	}
+	return *r
+}
+
+// workdir is the run's working directory as an absolute sandbox path.
+func workdir(env *tools.Env, conn *tools.SandboxConn) string {
+	ws := path.Clean(conn.Workspace)
+	if env.Run == nil || env.Run.Workdir == "" {
+		return ws
+	}
+	if path.IsAbs(env.Run.Workdir) {
+		return path.Clean(env.Run.Workdir)
+	}
+	return path.Join(ws, env.Run.Workdir)
+}
+
+// resolvePath maps the path argument to an absolute path inside the
+// workspace, or returns a sentence for the model. Empty means the workspace.
+func resolvePath(env *tools.Env, conn *tools.SandboxConn, p string) (string, string) {
+	ws := path.Clean(conn.Workspace)
+	if p == "" {
+		return ws, ""
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fmt.Sprintf("path %q contains a NUL byte; give a plain path inside the workspace %s", p, ws)
+	}
+	abs := p
+	if !path.IsAbs(p) {
+		abs = path.Join(workdir(env, conn), p)
+	}
+	abs = path.Clean(abs)
+	if ws != "/" && abs != ws && !strings.HasPrefix(abs, ws+"/") {
+		return "", fmt.Sprintf("path %q is outside the workspace %s (it resolves to %s); give a path inside it", p, ws, abs)
+	}
+	return abs, ""
+}
+
+// display shows an absolute sandbox path relative to the workdir when it
+// lies below it.
+func display(env *tools.Env, conn *tools.SandboxConn, abs string) string {
+	wd := workdir(env, conn)
+	if strings.HasPrefix(abs, wd+"/") {
+		return abs[len(wd)+1:]
+	}
+	return abs
+}

@@ -1,0 +1,125 @@
+package astgrep
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/tools"
+)
+
+type resolveTool struct{ c *config }
+
+func (t *resolveTool) Spec() tools.Spec {
+	return tools.Spec{
+		Name: "resolve",
+		Description: "Finish an edit that ast_edit prepared. action \"accept\" writes every file of it at once, all or nothing, " +
+			"after checking that none changed since ast_edit read it (if one did, nothing is written and the files are named: prepare the edit again); " +
+			"\"discard\" drops it. An edit_id works once and only in the run that made it.",
+		Level:        tools.LevelWrite,
+		ParallelSafe: false,
+		InputSchema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "edit_id": {"type": "string", "minLength": 1, "description": "The edit_id ast_edit returned."},
+    "action":  {"type": "string", "enum": ["accept", "discard"], "description": "accept: write the change; discard: drop it."}
+  },
+  "required": ["edit_id", "action"],
+  "additionalProperties": false
+}`),
+	}
+}
+
+func (t *resolveTool) Available(env *tools.Env) bool { return available(env) }
+
+type resolveArgs struct {
+	EditID string `json:"edit_id"`
+	Action string `json:"action"`
+}
+
+func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (tools.Result, error) {
+	var a resolveArgs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return tools.Result{}, err
+	}
+	p, why := t.c.store.lookup(runID(env), a.EditID)
+	switch why {
+	case "unknown":
+		return tools.Error(fmt.Sprintf("edit_id %q is not a prepared edit of this run (it was already resolved, or never existed); prepare the change with ast_edit", a.EditID)), nil
+	case "expired":
+		return tools.Error(fmt.Sprintf("edit_id %q expired (prepared edits live %s); prepare the change again with ast_edit", a.EditID, t.c.store.ttl)), nil
+	}
+	if a.Action == "discard" {
+		t.c.store.remove(p.id)
+		return tools.Text(fmt.Sprintf("discarded %s; nothing was written", p.id)), nil
+	}
+	conn, res, err := connect(ctx, env)
+	if conn == nil {
+		return deref(res), err
+	}
+	if conn.ID != p.sandbox {
+		t.c.store.remove(p.id)
+		return tools.Error(fmt.Sprintf("edit_id %q was prepared in another sandbox; prepare the change again with ast_edit", a.EditID)), nil
+	}
+	paths := make([]string, len(p.files))
+	for i, f := range p.files {
+		paths[i] = f.abs
+	}
+	// Compare every file with the content the edit was computed from.
+	cur, err := conn.Agent.ReadFiles(ctx, &proto.ReadFilesRequest{Root: conn.Workspace, Paths: paths, MaxBytesEach: t.c.maxFileSize * 4, MaxTotal: 256 << 20})
+	if err != nil {
+		return fail(err)
+	}
+	var changed []string
+	for i, f := range p.files {
+		if i >= len(cur.Files) || cur.Files[i].Skipped != "" {
+			changed = append(changed, display(env, conn, f.abs)+" (gone or unreadable)")
+			continue
+		}
+		sum := sha256.Sum256(cur.Files[i].Data)
+		if hex.EncodeToString(sum[:]) != f.oldSHA {
+			changed = append(changed, display(env, conn, f.abs))
+		}
+	}
+	if len(changed) > 0 {
+		t.c.store.remove(p.id)
+		return tools.Error(fmt.Sprintf("nothing was written: %s changed since ast_edit prepared %s; run ast_edit again to prepare the change on the current files",
+			strings.Join(changed, ", "), p.id)), nil
+	}
+	// One all-or-nothing write; the agent checks each hash again while
+	// it holds the files, so a change in between also rejects the whole.
+	req := &proto.WriteFilesRequest{Root: conn.Workspace}
+	for _, f := range p.files {
+		req.Files = append(req.Files, proto.WriteFile{Path: f.abs, Data: f.newData, ExpectSHA256: f.oldSHA})
+	}
+	if err := conn.Agent.WriteFiles(ctx, req); err != nil {
+		r, e := fail(err)
+		if e == nil {
+			r = tools.Error("nothing was written: " + textOf(r))
+		}
+		return r, e
+	}
+	t.c.store.remove(p.id)
+	names := make([]string, len(p.files))
+	for i, f := range p.files {
+		names[i] = fmt.Sprintf("%s (%d)", display(env, conn, f.abs), f.edits)
+	}
+	out := tools.Text(fmt.Sprintf("applied %s: %d %s in %d %s: %s", p.id, p.count, plural(p.count, "replacement", "replacements"),
+		len(p.files), plural(len(p.files), "file", "files"), strings.Join(names, ", ")))
+	if env.AfterWrite != nil {
+		out.Content = append(out.Content, env.AfterWrite(ctx, conn, paths)...)
+	}
+	return out, nil
+}
+
+func textOf(r tools.Result) string {
+	var parts []string
+	for _, b := range r.Content {
+		parts = append(parts, b.Text)
+	}
+	return strings.Join(parts, " ")
+}

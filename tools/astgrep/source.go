@@ -1,0 +1,121 @@
+package astgrep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/astgrep/engine"
+)
+
+// agentSource reads files of one sandbox through its agent, many per round
+// trip. Cache keys carry the sandbox's id so sandboxes never share entries.
+//
+// The literal prefilter runs here on contents read in large batches rather
+// than as a grep inside the sandbox: the files that pass must be read
+// anyway to be parsed, so a remote grep would cost a process and a second
+// read of every candidate, and would depend on the image's grep. Files the
+// cache already answers for (same size and mtime in the walk) are not read
+// at all.
+type agentSource struct {
+	conn *tools.SandboxConn
+	max  int64
+}
+
+var _ engine.Source = (*agentSource)(nil)
+
+func (s *agentSource) key(abs string) string { return s.conn.ID + "\x00" + abs }
+
+func (s *agentSource) abs(key string) string { return key[strings.IndexByte(key, 0)+1:] }
+
+// Read implements engine.Source with one ReadFiles per batch.
+func (s *agentSource) Read(ctx context.Context, keys []string) ([][]byte, error) {
+	paths := make([]string, len(keys))
+	for i, k := range keys {
+		paths[i] = s.abs(k)
+	}
+	resp, err := s.conn.Agent.ReadFiles(ctx, &proto.ReadFilesRequest{Root: s.conn.Workspace, Paths: paths, MaxBytesEach: s.max, MaxTotal: 64 << 20})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(keys))
+	for i, f := range resp.Files {
+		if i < len(out) && f.Skipped == "" {
+			out[i] = f.Data
+			if out[i] == nil {
+				out[i] = []byte{}
+			}
+		}
+	}
+	return out, nil
+}
+
+// target is what a search runs over.
+type target struct {
+	abs   string // the path searched, absolute in the sandbox
+	dir   bool
+	lang  *engine.Language
+	files []engine.FileKey
+	// truncated is set when the walk stopped at the file cap.
+	truncated bool
+}
+
+// findTarget stats the path, settles the language and lists the files.
+func (c *config) findTarget(ctx context.Context, src *agentSource, abs, langArg string) (*target, string, error) {
+	reg := c.eng.Registry()
+	st, err := src.conn.Agent.Stat(ctx, &proto.StatRequest{Root: src.conn.Workspace, Path: abs})
+	if err != nil {
+		if errdefsNotFound(err) {
+			return nil, fmt.Sprintf("path %s does not exist; give a file or directory inside the workspace", abs), nil
+		}
+		return nil, "", err
+	}
+	t := &target{abs: abs, dir: st.IsDir}
+	if langArg != "" {
+		l, ok := reg.Lookup(langArg)
+		if !ok {
+			return nil, fmt.Sprintf("language %q is not a shipped grammar; use one of: %s", langArg, langList(reg)), nil
+		}
+		t.lang = l
+	} else if !st.IsDir {
+		l, ok := reg.ForPath(abs)
+		if !ok {
+			return nil, fmt.Sprintf("cannot tell the language of %s from its extension; give language, one of: %s", abs, langList(reg)), nil
+		}
+		t.lang = l
+	} else {
+		return nil, fmt.Sprintf("%s is a directory, so give language, one of: %s", abs, langList(reg)), nil
+	}
+	if !st.IsDir {
+		if st.Size > c.maxFileSize {
+			return nil, fmt.Sprintf("%s has %d bytes, more than the %d bytes ast_grep searches", abs, st.Size, c.maxFileSize), nil
+		}
+		t.files = []engine.FileKey{{Path: src.key(abs), Size: st.Size, ModTime: st.ModTime}}
+		return t, "", nil
+	}
+	w, err := src.conn.Agent.Walk(ctx, &proto.WalkRequest{Root: src.conn.Workspace, Path: abs, Gitignore: true, MaxSize: c.maxFileSize, MaxEntries: c.maxFiles})
+	if err != nil {
+		return nil, "", err
+	}
+	t.truncated = w.Truncated
+	for _, f := range w.Files {
+		if f.IsDir || !t.lang.Matches(f.Path) {
+			continue
+		}
+		t.files = append(t.files, engine.FileKey{Path: src.key(path.Join(w.Base, f.Path)), Size: f.Size, ModTime: f.ModTime})
+	}
+	engine.SortFiles(t.files)
+	return t, "", nil
+}
+
+func errdefsNotFound(err error) bool { return errors.Is(err, errdefs.ErrNotFound) }
+
+// langList names the grammars for an error, and why Dart is not among them.
+func langList(reg *engine.Registry) string {
+	return strings.Join(reg.Names(), ", ") + " (Dart is not available: no Go module of a Dart grammar can be had)"
+}
