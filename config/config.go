@@ -47,7 +47,8 @@ type Config struct {
 	Docker    Docker    `yaml:"docker"`
 	Limits    Limits    `yaml:"limits"`
 	Questions Questions `yaml:"questions"` // question port and workers per run (questions.go)
-	Eval      Eval      `yaml:"eval"`      // persistent kernels of the eval tool (eval.go)
+	LSP       LSP       `yaml:"lsp"`
+	Eval      Eval      `yaml:"eval"` // persistent kernels of the eval tool (eval.go)
 
 	// Path is the file this was read from; "" when sandboxd runs without a
 	// config file (which lets the admin token name any host path).

@@ -1,0 +1,112 @@
+package lsp_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandboxd/sandboxd/tools/lsp/jsonrpc"
+)
+
+// fakeServerEnv selects the fake language server mode when this test binary
+// is started by the agent as a server (see TestMain).
+const fakeServerEnv = "SANDBOXD_LSP_FAKE_SERVER"
+
+// runFakeServer is a minimal language server on stdio whose diagnostics
+// are one error per line containing BAD and one warning per line containing
+// WARN. Modes shape how it publishes, after the servers met in practice:
+//
+//	twice:  versioned; errors at once, then errors and warnings 150 ms later (gopls' default)
+//	dedup:  unversioned, and nothing when the diagnostics did not change (typescript-language-server)
+//	silent: never publishes
+func runFakeServer(mode string) {
+	f := &fakeServer{mode: mode, last: map[string]string{}}
+	f.conn = jsonrpc.New(stdio{}, f)
+	<-f.conn.Done()
+}
+
+type fakeServer struct {
+	mode string
+	conn *jsonrpc.Conn
+	mu   sync.Mutex // guards last
+	last map[string]string
+}
+
+type stdio struct{}
+
+func (stdio) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
+func (stdio) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
+func (stdio) Close() error                { return os.Stdin.Close() }
+
+func (f *fakeServer) Request(_ context.Context, method string, _ json.RawMessage) (any, error) {
+	switch method {
+	case "initialize":
+		return map[string]any{"capabilities": map[string]any{
+			"textDocumentSync": map[string]any{"openClose": true, "change": 1, "save": true},
+		}, "serverInfo": map[string]string{"name": "fake-" + f.mode}}, nil
+	case "shutdown":
+		return nil, nil
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: method}
+}
+
+func (f *fakeServer) Notify(method string, params json.RawMessage) {
+	var p struct {
+		TextDocument struct {
+			URI     string `json:"uri"`
+			Version int32  `json:"version"`
+			Text    string `json:"text"`
+		} `json:"textDocument"`
+		ContentChanges []struct {
+			Text string `json:"text"`
+		} `json:"contentChanges"`
+	}
+	_ = json.Unmarshal(params, &p)
+	text := p.TextDocument.Text
+	switch method {
+	case "exit":
+		os.Exit(0)
+	case "textDocument/didOpen":
+	case "textDocument/didChange":
+		if len(p.ContentChanges) > 0 {
+			text = p.ContentChanges[len(p.ContentChanges)-1].Text
+		}
+	default:
+		return
+	}
+	uri, version := p.TextDocument.URI, p.TextDocument.Version
+	diags := func(withWarnings bool) []map[string]any {
+		out := []map[string]any{}
+		for i, line := range strings.Split(text, "\n") {
+			r := map[string]any{"start": map[string]int{"line": i, "character": 0}, "end": map[string]int{"line": i, "character": 1}}
+			if strings.Contains(line, "BAD") {
+				out = append(out, map[string]any{"range": r, "severity": 1, "code": "bad", "message": "bad thing"})
+			}
+			if withWarnings && strings.Contains(line, "WARN") {
+				out = append(out, map[string]any{"range": r, "severity": 2, "code": "vet", "message": "analysis finding"})
+			}
+		}
+		return out
+	}
+	switch f.mode {
+	case "twice":
+		_ = f.conn.Notify("textDocument/publishDiagnostics", map[string]any{"uri": uri, "version": version, "diagnostics": diags(false)})
+		go func() {
+			time.Sleep(150 * time.Millisecond)
+			_ = f.conn.Notify("textDocument/publishDiagnostics", map[string]any{"uri": uri, "version": version, "diagnostics": diags(true)})
+		}()
+	case "dedup":
+		d := diags(true)
+		b, _ := json.Marshal(d)
+		f.mu.Lock()
+		same := f.last[uri] == string(b)
+		f.last[uri] = string(b)
+		f.mu.Unlock()
+		if !same {
+			_ = f.conn.Notify("textDocument/publishDiagnostics", map[string]any{"uri": uri, "diagnostics": d})
+		}
+	}
+}

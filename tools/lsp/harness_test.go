@@ -1,0 +1,219 @@
+package lsp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/sandbox/docker"
+	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
+	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/files"
+	"github.com/sandboxd/sandboxd/tools/lsp"
+)
+
+// Integration tests run the real language servers in the real sandbox image
+// on Docker when SANDBOXD_TEST_DOCKER=1.
+
+var (
+	agentBin  string
+	testImage = "sandboxd-sandbox:latest"
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(fakeServerEnv); mode != "" {
+		runFakeServer(mode)
+		os.Exit(0)
+	}
+	if img := os.Getenv("SANDBOXD_TEST_IMAGE"); img != "" {
+		testImage = img
+	}
+	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "sandboxd-lsp-test-")
+	if err == nil {
+		if agentBin = os.Getenv("SANDBOXD_AGENT_BIN"); agentBin == "" {
+			agentBin, err = sandboxtest.BuildAgent(dir)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// box is one Docker sandbox with the fixture written into its workspace,
+// the lsp tools and the file tools in a real registry, and diagnostics on
+// write wired as serve wires them.
+type box struct {
+	t    *testing.T
+	mgr  *sandbox.Manager
+	lsp  *lsp.Manager
+	reg  *tools.Registry
+	env  *tools.Env
+	conn *tools.SandboxConn
+	ws   string
+}
+
+func newBox(t *testing.T, fixtures []string, opts ...lsp.Option) *box {
+	t.Helper()
+	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
+		t.Skip("set SANDBOXD_TEST_DOCKER=1 to run the language servers in the sandbox image on Docker")
+	}
+	b, err := docker.New(docker.WithAgentBinary(agentBin), docker.WithDefaultImage(testImage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	mgr := sandbox.NewManager(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := mgr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tenant := fmt.Sprintf("lsp-%d", time.Now().UnixNano()%1e9)
+	info, err := mgr.Create(ctx, sandbox.Spec{Tenant: tenant, Conversation: "c1", Image: testImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := mgr.Delete(c, tenant, info.ID); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		mgr.Close()
+	})
+	client, info, err := mgr.Agent(ctx, tenant, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bx := &box{t: t, mgr: mgr, ws: info.Workspace}
+	bx.conn = &tools.SandboxConn{ID: info.ID, Backend: "docker", Workspace: info.Workspace, Agent: client}
+	var writes []proto.WriteFile
+	for _, f := range fixtures {
+		for name, data := range readTxtar(t, f) {
+			writes = append(writes, proto.WriteFile{Path: path.Join(info.Workspace, name), Data: []byte(data), MkdirAll: true})
+		}
+	}
+	if err := client.WriteFiles(ctx, &proto.WriteFilesRequest{Root: info.Workspace, Files: writes}); err != nil {
+		t.Fatal(err)
+	}
+	// The -race detector on shared cores slows the servers' first reports
+	// well past the production wait; the tests judge what is reported,
+	// not how fast (speed is the benchmark's).
+	bx.lsp = lsp.New(append([]lsp.Option{lsp.WithDiagnosticsWait(10 * time.Second)}, opts...)...)
+	t.Cleanup(bx.lsp.Close)
+	bx.reg = tools.NewRegistry()
+	for _, tool := range files.Tools() {
+		bx.reg.Register(tool)
+	}
+	for _, tool := range bx.lsp.Tools() {
+		bx.reg.Register(tool)
+	}
+	bx.env = &tools.Env{
+		Run:        &tools.Run{ID: "run-1", Tenant: tenant, Conversation: "c1", Surface: tools.SurfaceDefault, Workdir: info.Workspace},
+		HasSandbox: true,
+		Sandbox:    func(context.Context) (*tools.SandboxConn, error) { return bx.conn, nil },
+	}
+	bx.env.AfterWrite = bx.lsp.AfterWrite(bx.env)
+	return bx
+}
+
+// readTxtar parses a txtar archive in testdata: "-- name --" lines start files.
+func readTxtar(t *testing.T, name string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	cur := ""
+	var b strings.Builder
+	flush := func() {
+		if cur != "" {
+			out[cur] = b.String()
+		}
+		b.Reset()
+	}
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		trim := strings.TrimRight(line, "\n")
+		if strings.HasPrefix(trim, "-- ") && strings.HasSuffix(trim, " --") && len(trim) > 6 {
+			flush()
+			cur = strings.TrimSpace(trim[3 : len(trim)-3])
+			continue
+		}
+		if cur != "" {
+			b.WriteString(line)
+		}
+	}
+	flush()
+	return out
+}
+
+func (bx *box) call(name string, args map[string]any) (string, bool) {
+	bx.t.Helper()
+	raw, err := json.Marshal(args)
+	if err != nil {
+		bx.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := bx.reg.Call(ctx, bx.env, name, raw)
+	bx.t.Logf("%s %s: %s", name, raw, time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		bx.t.Fatalf("%s %v: Go error %v", name, args, err)
+	}
+	var parts []string
+	for _, b := range res.Content {
+		parts = append(parts, b.Text)
+	}
+	return strings.Join(parts, "\n"), res.IsError
+}
+
+// ok runs a call that must succeed and whose text must contain every want.
+func (bx *box) ok(name string, args map[string]any, wants ...string) string {
+	bx.t.Helper()
+	text, isErr := bx.call(name, args)
+	if isErr {
+		bx.t.Fatalf("%s %v failed: %s", name, args, text)
+	}
+	for _, w := range wants {
+		if !strings.Contains(text, w) {
+			bx.t.Errorf("%s %v: answer lacks %q:\n%s", name, args, w, text)
+		}
+	}
+	return text
+}
+
+// bad runs a call that must fail with a message containing every want.
+func (bx *box) bad(name string, args map[string]any, wants ...string) string {
+	bx.t.Helper()
+	text, isErr := bx.call(name, args)
+	if !isErr {
+		bx.t.Fatalf("%s %v: want an error, got:\n%s", name, args, text)
+	}
+	for _, w := range wants {
+		if !strings.Contains(text, w) {
+			bx.t.Errorf("%s %v: error lacks %q:\n%s", name, args, w, text)
+		}
+	}
+	return text
+}
+
+func nav(action, file string, line int, symbol string) map[string]any {
+	return map[string]any{"action": action, "file": file, "line": line, "symbol": symbol}
+}

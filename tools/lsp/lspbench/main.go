@@ -1,0 +1,42 @@
+// Command lspbench measures the lsp tool family on Docker and rewrites the
+// "lsp" section of BENCHMARKS.md (DESIGN.md §4 "lsp"; issue 3 Performance):
+//
+//   - a warm `definition` through sandboxd (HTTP -> agent pipe -> gopls),
+//     side by side in the same run with the same request sent straight to a
+//     gopls process over its own stdio pipe (docker exec -i in the same
+//     sandbox, same files);
+//   - the time from the first lsp call on a fresh sandbox to its answer;
+//   - the latency diagnostics on write adds to a one-line edit.
+//
+// Run from the repository root: go run ./tools/lsp/lspbench [-n 400] [-out BENCHMARKS.md]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+)
+
+func main() {
+	n := flag.Int("n", 400, "warm definition calls per path")
+	fresh := flag.Int("fresh", 3, "fresh sandboxes for the first-call figure")
+	edits := flag.Int("edits", 30, "one-line edits per path for the diagnostics-on-write figure")
+	out := flag.String("out", "BENCHMARKS.md", "file whose lsp section is rewritten")
+	image := flag.String("image", envOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image with gopls")
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if err := run(ctx, *n, *fresh, *edits, *out, *image); err != nil {
+		fmt.Fprintln(os.Stderr, "lspbench:", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

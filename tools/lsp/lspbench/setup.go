@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/api/client"
+	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/sandbox/docker"
+	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
+	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/files"
+	"github.com/sandboxd/sandboxd/tools/lsp"
+)
+
+// stack is sandboxd assembled as serve assembles it (manager, registry with
+// the file and lsp tools, diagnostics on write as an env hook, the HTTP API)
+// on a loopback port, plus a client of it.
+type stack struct {
+	backend *docker.Backend
+	mgr     *sandbox.Manager
+	lsp     *lsp.Manager
+	reg     *tools.Registry
+	srv     *http.Server
+	client  *client.Client
+	tenant  string
+	cleanup []func()
+}
+
+func newStack(ctx context.Context, image string) (*stack, error) {
+	dir, err := os.MkdirTemp("", "lspbench-")
+	if err != nil {
+		return nil, err
+	}
+	st := &stack{cleanup: []func(){func() { os.RemoveAll(dir) }}}
+	agentBin := os.Getenv("SANDBOXD_AGENT_BIN")
+	if agentBin == "" {
+		if agentBin, err = sandboxtest.BuildAgent(dir); err != nil {
+			st.close()
+			return nil, err
+		}
+	}
+	st.backend, err = docker.New(docker.WithAgentBinary(agentBin), docker.WithDefaultImage(image))
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	st.cleanup = append(st.cleanup, func() { st.backend.Close() })
+	st.mgr = sandbox.NewManager(st.backend)
+	if err := st.mgr.Start(ctx); err != nil {
+		st.close()
+		return nil, err
+	}
+	st.cleanup = append(st.cleanup, func() { st.mgr.Close() })
+	st.lsp = lsp.New()
+	st.cleanup = append(st.cleanup, st.lsp.Close)
+	st.reg = tools.NewRegistry()
+	for _, t := range files.Tools() {
+		st.reg.Register(t)
+	}
+	for _, t := range st.lsp.Tools() {
+		st.reg.Register(t)
+	}
+	token := randHex(16)
+	st.tenant = "lspbench-" + randHex(3)
+	hook := api.EnvHook(func(_ context.Context, env *tools.Env) {
+		if env.Run != nil && env.Run.ID != "" {
+			env.AfterWrite = st.lsp.AfterWrite(env)
+		}
+	})
+	tt, err := api.ParseTenantToken(st.tenant, api.HashToken(token))
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	a := api.New(st.mgr, st.reg, api.NewTokenAuth(tt),
+		api.WithEnvHooks(hook), api.WithDefaultImage(image))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	st.srv = &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
+	go st.srv.Serve(ln)
+	st.cleanup = append(st.cleanup, func() { st.srv.Close() })
+	st.client, err = client.New("http://"+ln.Addr().String(), token)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// close undoes newStack in reverse, deleting the tenant's sandboxes first.
+func (st *stack) close() {
+	if st.mgr != nil && st.tenant != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if infos, err := st.mgr.List(ctx, st.tenant, ""); err == nil {
+			for _, in := range infos {
+				_ = st.mgr.Delete(ctx, st.tenant, in.ID)
+			}
+		}
+		cancel()
+	}
+	for i := len(st.cleanup) - 1; i >= 0; i-- {
+		st.cleanup[i]()
+	}
+}
+
+// sandbox creates a sandbox for conv with the Go fixture in its workspace.
+func (st *stack) sandbox(ctx context.Context, conv string) (sandbox.Info, error) {
+	info, err := st.mgr.Create(ctx, sandbox.Spec{Tenant: st.tenant, Conversation: conv})
+	if err != nil {
+		return info, err
+	}
+	ag, info, err := st.mgr.Agent(ctx, st.tenant, conv)
+	if err != nil {
+		return info, err
+	}
+	fixture, err := readTxtar("tools/lsp/testdata/go.txtar")
+	if err != nil {
+		return info, err
+	}
+	var ws []proto.WriteFile
+	for name, data := range fixture {
+		ws = append(ws, proto.WriteFile{Path: path.Join(info.Workspace, name), Data: []byte(data), MkdirAll: true})
+	}
+	return info, ag.WriteFiles(ctx, &proto.WriteFilesRequest{Root: info.Workspace, Files: ws})
+}
+
+// readTxtar parses a txtar archive: "-- name --" lines start files.
+func readTxtar(file string) (map[string]string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w (run lspbench from the repository root)", err)
+	}
+	out := map[string]string{}
+	cur := ""
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		trim := strings.TrimRight(line, "\n")
+		if strings.HasPrefix(trim, "-- ") && strings.HasSuffix(trim, " --") && len(trim) > 6 {
+			if cur != "" {
+				out[cur] = b.String()
+			}
+			b.Reset()
+			cur = strings.TrimSpace(trim[3 : len(trim)-3])
+			continue
+		}
+		if cur != "" {
+			b.WriteString(line)
+		}
+	}
+	if cur != "" {
+		out[cur] = b.String()
+	}
+	return out, nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// conn is the sandbox as a tool sees it.
+func (st *stack) conn(ctx context.Context, conv string, info sandbox.Info) (*tools.SandboxConn, error) {
+	ag, info, err := st.mgr.Agent(ctx, st.tenant, conv)
+	if err != nil {
+		return nil, err
+	}
+	return &tools.SandboxConn{ID: info.ID, Backend: "docker", Workspace: info.Workspace, Agent: ag}, nil
+}

@@ -1,0 +1,365 @@
+package lsp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/tools"
+)
+
+type renameTool struct{ m *Manager }
+
+func (t *renameTool) Spec() tools.Spec {
+	return tools.Spec{
+		Name: "lsp_rename",
+		Description: "Rename a symbol across the whole project through its language server, applied to every file all or nothing, " +
+			"then report any new diagnostics. Point at the symbol with a 1-based line and the name as written on that line — never a column; " +
+			"add #N when the name occurs more than once on the line. Renaming a keyword or a name the server cannot rename is an error that says why.",
+		Level:        tools.LevelWrite,
+		ParallelSafe: false,
+		InputSchema: json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "file":     {"type": "string", "minLength": 1, "description": "File with an occurrence of the symbol, relative to the working directory or absolute inside the workspace."},
+    "line":     {"type": "integer", "minimum": 1, "description": "1-based line of that occurrence."},
+    "symbol":   {"type": "string", "minLength": 1, "description": "The current name as written on that line; \"name#2\" picks its second occurrence."},
+    "new_name": {"type": "string", "minLength": 1, "description": "The new name."}
+  },
+  "required": ["file", "line", "symbol", "new_name"],
+  "additionalProperties": false
+}`),
+	}
+}
+
+func (t *renameTool) Available(env *tools.Env) bool { return t.m.available(env) }
+
+func (t *renameTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (tools.Result, error) {
+	var a struct {
+		File    string `json:"file"`
+		Line    int    `json:"line"`
+		Symbol  string `json:"symbol"`
+		NewName string `json:"new_name"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return tools.Result{}, err
+	}
+	s, err := t.m.session(ctx, env)
+	if err != nil {
+		return result("", err)
+	}
+	tg, err := s.target(ctx, a.File)
+	if err != nil {
+		return result("", err)
+	}
+	var (
+		edit *WorkspaceEdit
+		old  string
+		enc  string
+	)
+	err = s.withServer(ctx, tg, func(ctx context.Context, srv *server, doc *document) error {
+		loc, err := locate(doc, s.rel(tg.abs), a.Line, a.Symbol)
+		if err != nil {
+			return &userError{err.Error()}
+		}
+		old = doc.line(loc.line)[loc.startCol:loc.endCol]
+		pos := doc.position(loc.line, loc.byteCol, srv.enc)
+		td := textDocumentIdentifier{URI: fileURI(tg.abs)}
+		enc = srv.enc
+		if srv.caps.prepareRename() {
+			raw, err := srv.conn.CallRaw(ctx, "textDocument/prepareRename", textDocumentPositionParams{TextDocument: td, Position: pos})
+			if err != nil {
+				var ue *userError
+				if e := serverError(tg.lang, "rename", err); errors.As(e, &ue) {
+					return userErrorf("%q on line %d cannot be renamed: %s", old, a.Line, strings.TrimPrefix(ue.msg, "the "+tg.lang.Name+" language server could not answer rename: "))
+				}
+				return err
+			}
+			if r := strings.TrimSpace(string(raw)); r == "" || r == "null" {
+				return userErrorf("%q on line %d of %s cannot be renamed: the %s server says there is no renamable symbol there (a keyword, literal or comment?)", old, a.Line, s.rel(tg.abs), tg.lang.Name)
+			}
+		}
+		var we WorkspaceEdit
+		raw, err := srv.conn.CallRaw(ctx, "textDocument/rename", map[string]any{"textDocument": td, "position": pos, "newName": a.NewName})
+		if err != nil {
+			var ue *userError
+			if e := serverError(tg.lang, "rename", err); errors.As(e, &ue) {
+				return userErrorf("%q on line %d cannot be renamed to %q: %s", old, a.Line, a.NewName, strings.TrimPrefix(ue.msg, "the "+tg.lang.Name+" language server could not answer rename: "))
+			}
+			return err
+		}
+		if r := strings.TrimSpace(string(raw)); r == "" || r == "null" {
+			return userErrorf("the %s server offers no rename for %q on line %d", tg.lang.Name, old, a.Line)
+		}
+		if err := json.Unmarshal(raw, &we); err != nil {
+			return fmt.Errorf("the server's rename edit cannot be decoded: %w", err)
+		}
+		edit = &we
+		return nil
+	})
+	if err != nil {
+		return result("", err)
+	}
+	plan, err := s.planEdit(ctx, edit, enc)
+	if err != nil {
+		return result("", err)
+	}
+	if len(plan.writes) == 0 {
+		return tools.Text(fmt.Sprintf("renaming %q to %q changes nothing", old, a.NewName)), nil
+	}
+	if err := s.conn.Agent.WriteFiles(ctx, &proto.WriteFilesRequest{Root: s.conn.Workspace, Files: plan.writes}); err != nil {
+		return result("", fmt.Errorf("the rename was not applied (no file changed): %w", err))
+	}
+	srv := s.sup.existing(tg.lang, tg.root)
+	if srv != nil {
+		for _, f := range plan.deleted {
+			srv.closeDoc(f)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "renamed %q to %q: %d edit(s) in %d file(s)\n", old, a.NewName, plan.edits, len(plan.changed))
+	shown := 0
+	for _, c := range plan.lines {
+		if shown == 50 {
+			fmt.Fprintf(&b, "... %d more\n", len(plan.lines)-shown)
+			break
+		}
+		fmt.Fprintf(&b, "%s:%d: %s\n", s.rel(c.file), c.line+1, clip(strings.TrimSpace(c.text), 200))
+		shown++
+	}
+	for _, op := range plan.ops {
+		b.WriteString(op + "\n")
+	}
+	res := tools.Text(strings.TrimRight(b.String(), "\n"))
+	if env.AfterWrite != nil {
+		res.Content = append(res.Content, env.AfterWrite(ctx, s.conn, plan.changed)...)
+	}
+	return res, nil
+}
+
+// editPlan is a WorkspaceEdit turned into one all-or-nothing write.
+type editPlan struct {
+	writes  []proto.WriteFile
+	changed []string // files written or deleted, for diagnostics
+	deleted []string
+	edits   int
+	lines   []changedLine
+	ops     []string // file operations, described
+}
+
+type changedLine struct {
+	file string
+	line int
+	text string
+}
+
+// vfile is a file's state while the plan is built.
+type vfile struct {
+	orig    *string // nil: did not exist
+	cur     *string // nil: deleted
+	touched map[int]bool
+}
+
+// planEdit applies a WorkspaceEdit to the files in memory, in order, and
+// returns the writes; any file outside the workspace, overlapping edits or
+// an impossible file operation fails the whole edit before anything is written.
+func (s *session) planEdit(ctx context.Context, we *WorkspaceEdit, enc string) (*editPlan, error) {
+	var steps []documentChange
+	if len(we.DocumentChanges) > 0 {
+		for _, raw := range we.DocumentChanges {
+			var dc documentChange
+			if err := json.Unmarshal(raw, &dc); err != nil {
+				return nil, fmt.Errorf("the server's edit cannot be decoded: %w", err)
+			}
+			steps = append(steps, dc)
+		}
+	} else {
+		uris := make([]string, 0, len(we.Changes))
+		for u := range we.Changes {
+			uris = append(uris, u)
+		}
+		sort.Strings(uris)
+		for _, u := range uris {
+			steps = append(steps, documentChange{TextDocument: &versionedTextDocumentIdentifier{URI: u}, Edits: we.Changes[u]})
+		}
+	}
+	// Read every file the edit starts from in one round trip.
+	var need []string
+	for _, st := range steps {
+		for _, u := range []string{st.URI, st.OldURI, st.NewURI} {
+			if u != "" {
+				need = append(need, uriPath(u))
+			}
+		}
+		if st.TextDocument != nil {
+			need = append(need, uriPath(st.TextDocument.URI))
+		}
+	}
+	for _, f := range need {
+		if !within(s.conn.Workspace, f) {
+			return nil, userErrorf("the rename would change %s, outside the workspace %s; nothing was changed", f, s.conn.Workspace)
+		}
+	}
+	files := map[string]*vfile{}
+	texts, err := s.readDocsLenient(ctx, need)
+	if err != nil {
+		return nil, err
+	}
+	get := func(f string) *vfile {
+		v := files[f]
+		if v == nil {
+			v = &vfile{touched: map[int]bool{}}
+			if t, ok := texts[f]; ok {
+				v.orig, v.cur = &t, &t
+			}
+			files[f] = v
+		}
+		return v
+	}
+	plan := &editPlan{}
+	for _, st := range steps {
+		switch st.Kind {
+		case "":
+			if st.TextDocument == nil {
+				continue
+			}
+			f := uriPath(st.TextDocument.URI)
+			v := get(f)
+			if v.cur == nil {
+				return nil, userErrorf("the rename edits %s, which does not exist; nothing was changed", s.rel(f))
+			}
+			text, lines, err := applyEdits(*v.cur, st.Edits, enc)
+			if err != nil {
+				return nil, userErrorf("the server's edit to %s cannot be applied (%v); nothing was changed", s.rel(f), err)
+			}
+			v.cur = &text
+			for _, l := range lines {
+				v.touched[l] = true
+			}
+			plan.edits += len(st.Edits)
+		case "create":
+			f := uriPath(st.URI)
+			v := get(f)
+			if v.cur != nil {
+				if st.Options != nil && st.Options.IgnoreIfExists {
+					continue
+				}
+				if st.Options == nil || !st.Options.Overwrite {
+					return nil, userErrorf("the rename would create %s, which exists; nothing was changed", s.rel(f))
+				}
+			}
+			empty := ""
+			v.cur = &empty
+			plan.ops = append(plan.ops, "created "+s.rel(f))
+		case "rename":
+			from, to := uriPath(st.OldURI), uriPath(st.NewURI)
+			src, dst := get(from), get(to)
+			if src.cur == nil {
+				if st.Options != nil && st.Options.IgnoreIfNotExists {
+					continue
+				}
+				return nil, userErrorf("the rename would move %s, which does not exist; nothing was changed", s.rel(from))
+			}
+			if dst.cur != nil && (st.Options == nil || !st.Options.Overwrite) {
+				if st.Options != nil && st.Options.IgnoreIfExists {
+					continue
+				}
+				return nil, userErrorf("the rename would move %s onto %s, which exists; nothing was changed", s.rel(from), s.rel(to))
+			}
+			dst.cur, src.cur = src.cur, nil
+			for l := range src.touched {
+				dst.touched[l] = true
+			}
+			plan.ops = append(plan.ops, fmt.Sprintf("moved %s to %s", s.rel(from), s.rel(to)))
+		case "delete":
+			f := uriPath(st.URI)
+			v := get(f)
+			if v.cur == nil && (st.Options == nil || !st.Options.IgnoreIfNotExists) {
+				return nil, userErrorf("the rename would delete %s, which does not exist; nothing was changed", s.rel(f))
+			}
+			v.cur = nil
+			plan.ops = append(plan.ops, "deleted "+s.rel(f))
+		}
+	}
+	names := make([]string, 0, len(files))
+	for f := range files {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	for _, f := range names {
+		v := files[f]
+		w := proto.WriteFile{Path: f}
+		switch {
+		case v.orig == nil && v.cur == nil:
+			continue
+		case v.orig != nil && v.cur != nil && *v.orig == *v.cur:
+			continue
+		case v.orig == nil:
+			w.ExpectAbsent, w.Data, w.MkdirAll = true, []byte(*v.cur), true
+		case v.cur == nil:
+			w.ExpectSHA256, w.Delete = sha(*v.orig), true
+			plan.deleted = append(plan.deleted, f)
+		default:
+			w.ExpectSHA256, w.Data = sha(*v.orig), []byte(*v.cur)
+		}
+		plan.writes = append(plan.writes, w)
+		plan.changed = append(plan.changed, f)
+		if v.cur != nil {
+			doc := newDocument(*v.cur)
+			ls := make([]int, 0, len(v.touched))
+			for l := range v.touched {
+				ls = append(ls, l)
+			}
+			sort.Ints(ls)
+			for _, l := range ls {
+				plan.lines = append(plan.lines, changedLine{file: f, line: l, text: doc.line(l)})
+			}
+		}
+	}
+	return plan, nil
+}
+
+func sha(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// applyEdits applies LSP text edits (positions in enc) to text; they must
+// not overlap. It returns the new text and the lines (in the new text)
+// where edits landed.
+func applyEdits(text string, edits []TextEdit, enc string) (string, []int, error) {
+	doc := newDocument(text)
+	type span struct {
+		start, end int
+		text       string
+	}
+	spans := make([]span, 0, len(edits))
+	for _, e := range edits {
+		a, b := doc.offset(e.Range.Start, enc), doc.offset(e.Range.End, enc)
+		if b < a {
+			return "", nil, fmt.Errorf("an edit ends before it starts")
+		}
+		spans = append(spans, span{a, b, e.NewText})
+	}
+	sort.SliceStable(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+	var out strings.Builder
+	prev := 0
+	var lines []int
+	for i, sp := range spans {
+		if sp.start < prev {
+			return "", nil, fmt.Errorf("edits %d and %d overlap", i, i+1)
+		}
+		out.WriteString(text[prev:sp.start])
+		lines = append(lines, strings.Count(out.String(), "\n"))
+		out.WriteString(sp.text)
+		prev = sp.end
+	}
+	out.WriteString(text[prev:])
+	return out.String(), lines, nil
+}

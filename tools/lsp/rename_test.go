@@ -1,0 +1,117 @@
+package lsp
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/daemon"
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/tools"
+)
+
+// localSession is a session over a real agent daemon serving a temp dir.
+func localSession(t *testing.T, files map[string]string) (*session, string) {
+	t.Helper()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(base, "ws")
+	for name, data := range files {
+		p := filepath.Join(ws, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := daemon.New()
+	a, b := net.Pipe()
+	go srv.ServeConn(context.Background(), b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client, err := agent.NewClient(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); srv.Close() })
+	conn := &tools.SandboxConn{ID: "sb", Workspace: ws, Agent: client}
+	env := &tools.Env{Run: &tools.Run{ID: "r", Workdir: ws}, HasSandbox: true}
+	m := New()
+	return &session{m: m, env: env, conn: conn, sup: m.supervisor(conn), wd: ws, rel: relTo(ws, ws)}, ws
+}
+
+func rng(l1, c1, l2, c2 uint32) Range {
+	return Range{Start: Position{Line: l1, Character: c1}, End: Position{Line: l2, Character: c2}}
+}
+
+func TestPlanEditWithFileOperations(t *testing.T) {
+	s, ws := localSession(t, map[string]string{
+		"a.py":    "from old import f\nf()\n",
+		"old.py":  "def f():\n    pass\n",
+		"gone.py": "x = 1\n",
+	})
+	raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+	we := &WorkspaceEdit{DocumentChanges: []json.RawMessage{
+		raw(documentChange{TextDocument: &versionedTextDocumentIdentifier{URI: fileURI(ws + "/a.py")}, Edits: []TextEdit{{Range: rng(0, 5, 0, 8), NewText: "new"}}}),
+		raw(documentChange{Kind: "rename", OldURI: fileURI(ws + "/old.py"), NewURI: fileURI(ws + "/pkg/new.py")}),
+		raw(documentChange{TextDocument: &versionedTextDocumentIdentifier{URI: fileURI(ws + "/pkg/new.py")}, Edits: []TextEdit{{Range: rng(1, 4, 1, 8), NewText: "return 1"}}}),
+		raw(documentChange{Kind: "create", URI: fileURI(ws + "/pkg/__init__.py")}),
+		raw(documentChange{Kind: "delete", URI: fileURI(ws + "/gone.py")}),
+	}}
+	ctx := context.Background()
+	plan, err := s.planEdit(ctx, we, encUTF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.conn.Agent.WriteFiles(ctx, &proto.WriteFilesRequest{Root: ws, Files: plan.writes}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a.py": "from new import f\nf()\n", "pkg/new.py": "def f():\n    return 1\n", "pkg/__init__.py": ""}
+	for name, text := range want {
+		got, err := os.ReadFile(filepath.Join(ws, name))
+		if err != nil || string(got) != text {
+			t.Errorf("%s = %q, %v; want %q", name, got, err, text)
+		}
+	}
+	for _, name := range []string{"old.py", "gone.py"} {
+		if _, err := os.Stat(filepath.Join(ws, name)); !os.IsNotExist(err) {
+			t.Errorf("%s still exists (%v)", name, err)
+		}
+	}
+	if got := strings.Join(plan.ops, "; "); got != "moved old.py to pkg/new.py; created pkg/__init__.py; deleted gone.py" {
+		t.Errorf("ops = %q", got)
+	}
+
+	// A file changed between planning and writing: nothing is written.
+	plan, err = s.planEdit(ctx, &WorkspaceEdit{Changes: map[string][]TextEdit{
+		fileURI(ws + "/a.py"):       {{Range: rng(1, 0, 1, 1), NewText: "g"}},
+		fileURI(ws + "/pkg/new.py"): {{Range: rng(0, 4, 0, 5), NewText: "g"}},
+	}}, encUTF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ws, "pkg/new.py"), []byte("changed meanwhile\n"), 0o644)
+	if err := s.conn.Agent.WriteFiles(ctx, &proto.WriteFilesRequest{Root: ws, Files: plan.writes}); err == nil {
+		t.Fatal("a write over a file changed since the plan succeeded")
+	}
+	if got, _ := os.ReadFile(filepath.Join(ws, "a.py")); string(got) != want["a.py"] {
+		t.Errorf("a.py changed although the edit failed: %q", got)
+	}
+
+	// Edits outside the workspace or on missing files refuse the whole edit.
+	if _, err := s.planEdit(ctx, &WorkspaceEdit{Changes: map[string][]TextEdit{"file:///etc/passwd": {{NewText: "x"}}}}, encUTF16); err == nil || !strings.Contains(err.Error(), "outside the workspace") {
+		t.Errorf("edit outside the workspace: %v", err)
+	}
+	if _, err := s.planEdit(ctx, &WorkspaceEdit{Changes: map[string][]TextEdit{fileURI(ws + "/nope.py"): {{NewText: "x"}}}}, encUTF16); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("edit of a missing file: %v", err)
+	}
+}
