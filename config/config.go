@@ -47,6 +47,7 @@ type Config struct {
 	Docker    Docker    `yaml:"docker"`
 	Limits    Limits    `yaml:"limits"`
 	Questions Questions `yaml:"questions"` // question port and workers per run (questions.go)
+	Debug     Debug     `yaml:"debug"`
 	LSP       LSP       `yaml:"lsp"`
 	Eval      Eval      `yaml:"eval"` // persistent kernels of the eval tool (eval.go)
 

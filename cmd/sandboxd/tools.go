@@ -34,6 +34,9 @@ func registerTools(w *wiring) error {
 	for _, t := range files.Tools() {
 		w.registry.Register(t)
 	}
+	if err := wireDebug(w); err != nil {
+		return err
+	}
 	if err := wireLSP(w); err != nil {
 		return err
 	}

@@ -1,0 +1,22 @@
+package main
+
+import (
+	"github.com/sandboxd/sandboxd/tools/debug"
+)
+
+// wireDebug registers the debug tool unless the config turns debug
+// supervision off. Sessions belong to the sandbox agents; at shutdown only
+// the TTL timers stop.
+func wireDebug(w *wiring) error {
+	d := w.cfg.Debug
+	if d.Disabled {
+		return nil
+	}
+	if err := d.Check(); err != nil {
+		return err
+	}
+	sv := debug.NewSupervisor(debug.WithSessionTTL(d.TTL()), debug.WithLogger(w.log.With("tool", "debug")))
+	w.registry.Register(debug.New(sv))
+	w.closers = append(w.closers, sv.Close)
+	return nil
+}

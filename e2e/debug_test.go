@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// TestDebugOverHTTP drives a Python debug session through the built daemon
+// on Docker, restarts sandboxd while the program is stopped, and carries on
+// with the same session from a new run of the conversation.
+func TestDebugOverHTTP(t *testing.T) {
+	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
+		t.Skip("set SANDBOXD_TEST_DOCKER=1: the debug adapters live in the sandbox image")
+	}
+	d := startDaemon(t, "docker", t.TempDir())
+	sb, err := d.Client.CreateSandbox(ctx(t), createReq("docker", "conv-debug"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Client.DeleteSandbox(ctx(t), sb.ID) })
+	run, err := d.Client.CreateRun(ctx(t), api.CreateRunRequest{Conversation: "conv-debug"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(toolNames(run.Tools), "debug") {
+		t.Fatalf("run tools %v lack debug", toolNames(run.Tools))
+	}
+	debug := func(run string, args map[string]any, want ...string) string {
+		t.Helper()
+		out := mustCall(t, d, run, "debug", args)
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("debug %v: answer lacks %q:\n%s", args, w, out)
+			}
+		}
+		return out
+	}
+	mustCall(t, d, run.ID, "write", map[string]any{"path": "requirements.txt", "content": ""})
+	mustCall(t, d, run.ID, "write", map[string]any{"path": "calc.py", "content": "def double(v):\n    r = v * 2\n    return r\n\nprint('double', double(21))\n"})
+
+	debug(run.ID, map[string]any{"operation": "adapters"}, "debugpy (Python): usable")
+	debug(run.ID, map[string]any{"operation": "breakpoints", "file": "calc.py", "lines": []int{3}}, "sent when you launch")
+	debug(run.ID, map[string]any{"operation": "launch", "program": "calc.py"}, "Stopped: breakpoint", "calc.py:3", "double", "return r")
+	if _, err := call(t, d, run.ID, "debug", map[string]any{"operation": "launch", "program": "calc.py"}); err == nil || !strings.Contains(err.Error(), "terminate first") {
+		t.Fatalf("a second launch: %v", err)
+	}
+
+	d.restart()
+
+	run2, err := d.Client.CreateRun(ctx(t), api.CreateRunRequest{Conversation: "conv-debug"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	debug(run2.ID, map[string]any{"operation": "stack"}, "double at calc.py:3", "<module> at calc.py:5")
+	debug(run2.ID, map[string]any{"operation": "evaluate", "expression": "r + 1"}, "= 43")
+	debug(run2.ID, map[string]any{"operation": "continue"}, "exited with code 0")
+	debug(run2.ID, map[string]any{"operation": "output"}, "double 42")
+	debug(run2.ID, map[string]any{"operation": "terminate"}, "Terminated")
+	debug(run2.ID, map[string]any{"operation": "status"}, "No debug session")
+}

@@ -1,0 +1,135 @@
+package debug_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+)
+
+const goProgram = `package main
+
+import (
+	"fmt"
+	"sync"
+)
+
+func worker(id int, out chan<- int) {
+	square := id * id
+	out <- square
+}
+
+func main() {
+	out := make(chan int, 4)
+	var wg sync.WaitGroup
+	for i := 1; i <= 3; i++ {
+		wg.Add(1)
+		go func(n int) {
+			defer wg.Done()
+			worker(n, out)
+		}(i)
+	}
+	wg.Wait()
+	close(out)
+	sum := 0
+	for v := range out {
+		sum += v
+	}
+	fmt.Println("sum", sum)
+}
+`
+
+// Go with delve: a breakpoint inside a goroutine, threads, stack,
+// variables, then running to the exit.
+func TestGoDelve(t *testing.T) {
+	h := newHarness(t)
+	h.put("go.mod", "module example.com/dbg\n\ngo 1.22\n")
+	h.put("main.go", goProgram)
+	h.ok(op("breakpoints", "file", "main.go", "lines", []int{10}))
+	text := h.ok(op("launch", "program", "main.go"), "delve", "Stopped: breakpoint", "main.go:10", "main.worker", "out <- square")
+	frame := num(t, text, "[frame ")
+	threads := h.ok(op("threads"), "stopped here (breakpoint)")
+	if strings.Count(threads, "\n- ") < 2 {
+		t.Errorf("want several goroutines listed:\n%s", threads)
+	}
+	h.ok(op("stack"), "#0", "main.worker at main.go:10", "main.main.func1 at main.go:20", "worker(n, out)")
+	scopes := h.ok(op("scopes", "frame_id", frame), "Locals")
+	// delve lists arguments with the locals.
+	h.ok(op("variables", "reference", refOf(t, scopes, "Locals")), "square (int) = ", "id (int) = ")
+	h.ok(op("evaluate", "expression", "square == id*id", "frame_id", frame), "= true")
+	h.ok(op("breakpoints", "file", "main.go", "lines", []int{}), "Cleared")
+	h.ok(op("continue"), "exited with code 0")
+	h.ok(op("output"), "sum 14")
+}
+
+const cProgram = `#include <stdio.h>
+
+static int add(int a, int b) {
+    int s = a + b;
+    return s;
+}
+
+int main(void) {
+    int r = add(20, 22);
+    printf("r=%d\n", r);
+    return 3;
+}
+`
+
+// C with lldb: built with gcc -g inside the sandbox; a breakpoint, the
+// stack, a local and the exit code.
+func TestCLLDB(t *testing.T) {
+	h := newHarness(t)
+	h.put("CMakeLists.txt", "cmake_minimum_required(VERSION 3.10)\nproject(add C)\nadd_executable(add add.c)\n")
+	h.put("add.c", cProgram)
+	h.sh("cd " + h.dir + " && gcc -g -O0 -o add add.c")
+	h.ok(op("breakpoints", "file", "add.c", "lines", []int{5}))
+	text := h.ok(op("launch", "program", "add"), "lldb", "Stopped: breakpoint", "add.c:5", "add", "return s;")
+	h.ok(op("stack"), "#0", "add.c:5", "#1", "main", "add.c:9", "int r = add(20, 22);")
+	scopes := h.ok(op("scopes", "frame_id", num(t, text, "[frame ")), "Locals")
+	h.ok(op("variables", "reference", refOf(t, scopes, "Locals")), "s (int) = 42")
+	h.ok(op("continue"), "exited with code 3")
+	h.ok(op("output"), "r=42")
+}
+
+// attach in a Go project reaches a headless delve server (attach remote).
+func TestAttachDelveHeadless(t *testing.T) {
+	h := newHarness(t)
+	h.put("go.mod", "module example.com/dbg\n\ngo 1.22\n")
+	h.put("main.go", goProgram)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := sb.ag.Spawn(ctx, &proto.SpawnRequest{
+		Argv: []string{"dlv", "debug", "--headless", "--listen", "127.0.0.1:5679", "--accept-multiclient", "--api-version", "2"},
+		Dir:  h.dir,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = sb.ag.Signal(c, &proto.SignalRequest{ID: p.ID, Signal: "KILL", Group: true})
+	})
+	h.ok(op("breakpoints", "file", "main.go", "lines", []int{10}))
+	var text string
+	for i := 0; i < 150; i++ { // delve builds the program before it listens
+		var isErr bool
+		if text, isErr = h.call(op("attach", "port", 5679)); !isErr {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(text, "Attached to 127.0.0.1:5679 with delve") {
+		t.Fatalf("attach:\n%s", text)
+	}
+	if !strings.Contains(text, "main.go:10") {
+		text = h.ok(op("continue"))
+	}
+	if !strings.Contains(text, "main.go:10") || !strings.Contains(text, "main.worker") {
+		t.Fatalf("no stop in the goroutine:\n%s", text)
+	}
+	h.ok(op("terminate"), "Terminated")
+}

@@ -1,0 +1,254 @@
+package debug
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	godap "github.com/google/go-dap"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/tools/debug/dap"
+)
+
+// plan is how to start one session: the adapter command, how to reach it,
+// and the launch or attach request.
+type plan struct {
+	adapter string
+	argv    []string // the adapter command inside the sandbox
+	socket  bool     // the adapter listens on a unix socket (delve) instead of stdio
+	root    string   // the adapter's working directory
+	program string
+	request string // "launch" or "attach"
+	port    int    // attach: a DAP server already listening on this loopback port
+	args    map[string]any
+}
+
+// setupError is a start failure the model should read (not a sandboxd bug).
+type setupError struct{ msg string }
+
+func (e *setupError) Error() string { return e.msg }
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// startSession spawns the adapter inside the sandbox, runs the DAP
+// handshake and the configuration sequence, and returns once the adapter
+// has answered launch/attach. bps maps absolute file paths to lines.
+func startSession(ctx context.Context, ag *agent.Client, convLabel string, p *plan, bps map[string][]int, timeouts timeouts) (s *session, bpReport string, err error) {
+	s = newSession(newID(), p.adapter, ag)
+	s.root, s.program, s.attached = p.root, p.program, p.request == "attach"
+	defer func() {
+		if err != nil {
+			if log := s.adapterLog(context.Background()); log != "" {
+				err = &setupError{msg: err.Error() + "\nAdapter log (tail):\n" + log}
+			}
+			s.terminate()
+		}
+	}()
+
+	var rwc io.ReadWriteCloser
+	if p.port > 0 {
+		// A DAP server already listens (debugpy --listen, dlv dap --listen):
+		// speak to it directly; there is no adapter process of ours.
+		c, err := ag.Dial(ctx, &proto.DialRequest{Network: "tcp", Address: "127.0.0.1:" + strconv.Itoa(p.port), Timeout: timeouts.request})
+		if err != nil {
+			return s, "", &setupError{msg: fmt.Sprintf("Nothing accepts connections on 127.0.0.1:%d in the sandbox (%v); start the program with debugpy --listen 127.0.0.1:%d first.", p.port, err, p.port)}
+		}
+		rwc = c
+	} else {
+		if err := spawnAdapter(ctx, ag, s, p, convLabel); err != nil {
+			return s, "", err
+		}
+		if rwc, err = connectAdapter(ctx, ag, s, p.socket, timeouts.connect); err != nil {
+			return s, "", err
+		}
+	}
+	s.conn = dap.NewConn(rwc, s)
+	go s.watch()
+
+	ictx, cancel := context.WithTimeout(ctx, timeouts.request)
+	err = s.conn.Do(ictx, "initialize", godap.InitializeRequestArguments{
+		ClientID: "sandboxd", ClientName: "sandboxd", AdapterID: p.adapter,
+		LinesStartAt1: true, ColumnsStartAt1: true, PathFormat: "path",
+		SupportsVariableType: true, SupportsRunInTerminalRequest: false,
+	}, &s.caps)
+	cancel()
+	if err != nil {
+		return s, "", fmt.Errorf("the %s adapter did not complete initialize: %w", p.adapter, err)
+	}
+
+	lctx, lcancel := context.WithTimeout(ctx, timeouts.launch)
+	defer lcancel()
+	pending, err := s.conn.Start(lctx, p.request, p.args)
+	if err != nil {
+		return s, "", err
+	}
+	// debugpy answers launch only after configurationDone, others before
+	// initialized; wait for whichever tells us to go on.
+	launched := make(chan error, 1)
+	go func() {
+		_, err := pending.Wait(lctx)
+		launched <- err
+	}()
+	var launchErr error
+	launchDone := false
+	select {
+	case <-s.initialized:
+	case launchErr = <-launched:
+		launchDone = true
+		if launchErr == nil {
+			select {
+			case <-s.initialized:
+			case <-lctx.Done():
+				return s, "", fmt.Errorf("the %s adapter never sent initialized after %s", p.adapter, p.request)
+			}
+		}
+	case <-lctx.Done():
+		return s, "", fmt.Errorf("the %s adapter did not get ready within %s", p.adapter, timeouts.launch)
+	}
+	if launchErr != nil {
+		return s, "", fmt.Errorf("%s failed: %w", p.request, launchErr)
+	}
+
+	bpReport, err = s.configure(lctx, bps)
+	if err != nil {
+		return s, "", err
+	}
+	if !launchDone {
+		if err := <-launched; err != nil {
+			return s, "", fmt.Errorf("%s failed: %w", p.request, err)
+		}
+	}
+	return s, bpReport, nil
+}
+
+// configure sends the breakpoints, the default exception filters and
+// configurationDone.
+func (s *session) configure(ctx context.Context, bps map[string][]int) (string, error) {
+	var report []string
+	for _, file := range slices.Sorted(maps.Keys(bps)) {
+		line, err := s.setBreakpoints(ctx, file, bps[file])
+		if err != nil {
+			return "", err
+		}
+		report = append(report, line)
+	}
+	var filters []string
+	for _, f := range s.caps.ExceptionBreakpointFilters {
+		if f.Default {
+			filters = append(filters, f.Filter)
+		}
+	}
+	if len(s.caps.ExceptionBreakpointFilters) > 0 {
+		if err := s.conn.Do(ctx, "setExceptionBreakpoints", godap.SetExceptionBreakpointsArguments{Filters: nonNil(filters)}, nil); err != nil {
+			return "", err
+		}
+	}
+	if s.caps.SupportsConfigurationDoneRequest {
+		if err := s.conn.Do(ctx, "configurationDone", nil, nil); err != nil {
+			return "", err
+		}
+	}
+	return strings.Join(report, "\n"), nil
+}
+
+// setBreakpoints replaces the breakpoints of one file and says which the
+// adapter could place.
+func (s *session) setBreakpoints(ctx context.Context, file string, lines []int) (string, error) {
+	sbs := make([]godap.SourceBreakpoint, 0, len(lines))
+	for _, l := range lines {
+		sbs = append(sbs, godap.SourceBreakpoint{Line: l})
+	}
+	var body godap.SetBreakpointsResponseBody
+	err := s.conn.Do(ctx, "setBreakpoints", godap.SetBreakpointsArguments{
+		Source: godap.Source{Path: file, Name: pathBase(file)}, Breakpoints: sbs, Lines: nonNil(lines),
+	}, &body)
+	if err != nil {
+		return "", err
+	}
+	return describeBreakpoints(file, lines, body.Breakpoints), nil
+}
+
+func nonNil[T any](v []T) []T {
+	if v == nil {
+		return []T{}
+	}
+	return v
+}
+
+// spawnAdapter starts the adapter as a process of the sandbox agent, with
+// its own log beside its socket.
+func spawnAdapter(ctx context.Context, ag *agent.Client, s *session, p *plan, convLabel string) error {
+	redirect := `2>>"$LOG"`
+	argv := p.argv
+	if p.socket {
+		redirect = `>>"$LOG" 2>&1`
+		argv = append(slices.Clone(argv), "--listen", "unix:"+s.sockPath())
+		p.args["output"] = s.binPath() // the built debuggee, outside the workspace
+	}
+	wrapped := append([]string{"/bin/sh", "-c", `mkdir -p "$RUNDIR" && exec "$@" ` + redirect, "sh"}, argv...)
+	info, err := ag.Spawn(ctx, &proto.SpawnRequest{
+		Name:  "sandboxd-debug-" + convLabel,
+		Argv:  wrapped,
+		Dir:   p.root,
+		Env:   map[string]string{"LOG": s.logPath(), "RUNDIR": runDir},
+		Stdin: !p.socket,
+		Labels: map[string]string{
+			labelRole: "adapter", labelConv: convLabel, labelAdapter: p.adapter, labelSession: s.id,
+			labelProgram: p.program, labelRoot: p.root, labelSocket: strconv.FormatBool(p.socket),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("the %s adapter could not be started: %w", p.adapter, err)
+	}
+	s.procID, s.adapterPID = info.ID, info.PID
+	return nil
+}
+
+// connectAdapter reaches the adapter: its stdio through the agent, or its
+// unix socket, dialed through the agent until it listens.
+func connectAdapter(ctx context.Context, ag *agent.Client, s *session, socket bool, limit time.Duration) (io.ReadWriteCloser, error) {
+	if !socket {
+		out, err := ag.Attach(ctx, s.procID, "stdout")
+		if err != nil {
+			return nil, fmt.Errorf("attaching to the %s adapter: %w", s.adapter, err)
+		}
+		in, err := ag.Attach(ctx, s.procID, "stdin")
+		if err != nil {
+			out.Close()
+			return nil, fmt.Errorf("attaching to the %s adapter: %w", s.adapter, err)
+		}
+		return &stdio{in: in, out: out}, nil
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		c, err := ag.Dial(ctx, &proto.DialRequest{Network: "unix", Address: s.sockPath(), Timeout: 2 * time.Second})
+		if err == nil {
+			return c, nil
+		}
+		st, werr := ag.Wait(ctx, &proto.WaitRequest{ID: s.procID})
+		if werr == nil && !st.Running {
+			return nil, fmt.Errorf("the %s adapter exited (code %d) before it listened", s.adapter, st.ExitCode)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the %s adapter did not listen on %s within %s: %w", s.adapter, s.sockPath(), limit, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
