@@ -148,7 +148,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 			return err
 		}
 		go func() {
-			if err := s.ServeConn(ctx, c); err != nil {
+			if err := s.serveAccepted(ctx, c); err != nil {
 				s.log.Warn("agent session ended with an error", "err", err)
 			}
 		}()
@@ -173,6 +173,11 @@ func yamuxConfig() *yamux.Config {
 // ServeConn runs one yamux server session over c and returns when it ends.
 // sandboxd opens one stream per request. Processes survive the session.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
+	return s.serveSession(ctx, c)
+}
+
+// serveSession runs one yamux session over rwc until it ends.
+func (s *Server) serveSession(ctx context.Context, c io.ReadWriteCloser) error {
 	sess, err := yamux.Server(c, yamuxConfig())
 	if err != nil {
 		c.Close()
@@ -281,6 +286,7 @@ func (s *Server) dispatch(ctx context.Context, st *yamux.Stream, req *proto.Requ
 	case proto.OpHello:
 		return &proto.Response{Hello: &proto.HelloResponse{
 			Version: proto.Version, PID: os.Getpid(), StartedAt: s.startedAt, Hostname: s.hostname,
+			FDHandoff: true,
 		}}, nil, nil
 	case proto.OpReadFile:
 		if req.ReadFile == nil {

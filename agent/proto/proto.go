@@ -89,7 +89,16 @@ type HelloResponse struct {
 	PID       int       `json:"pid"`
 	StartedAt time.Time `json:"started_at"`
 	Hostname  string    `json:"hostname"`
+	// FDHandoff says the daemon takes an attach's stdin and stdout as
+	// descriptors (HandoffByte plus SCM_RIGHTS as the first message on its
+	// socket) and serves the session on them directly, so no process copies
+	// the bytes in between. Attach bridges by copying when it is false.
+	FDHandoff bool `json:"fd_handoff,omitempty"`
 }
+
+// HandoffByte opens a connection that hands over descriptors; a yamux
+// session always starts with its version byte 0, so the two never clash.
+const HandoffByte = 'H'
 
 // ReadFileRequest reads one file. MaxBytes caps the returned data (0: 16 MiB);
 // a longer file is truncated and Size tells its full length.

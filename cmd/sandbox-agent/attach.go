@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
 )
 
 const startTimeout = 10 * time.Second
@@ -31,14 +33,38 @@ func runAttach(args []string) int {
 		fmt.Fprintln(os.Stderr, "sandbox-agent attach:", err)
 		return 1
 	}
-	bridge(conn)
+	if conn.handoff {
+		if err := handoff(conn.UnixConn); err == nil {
+			return 0
+		}
+		// Nothing was handed over: copy the bytes on a new connection.
+		conn.Close()
+		if conn, err = connectOrStart(sock); err != nil {
+			fmt.Fprintln(os.Stderr, "sandbox-agent attach:", err)
+			return 1
+		}
+	}
+	bridge(conn.UnixConn)
 	return 0
+}
+
+// handoff gives our stdin and stdout to the daemon, which serves the
+// session on them directly, and waits until the daemon closes the
+// connection (the session ended); exiting then ends the exec. An error
+// means nothing was handed over.
+func handoff(c *net.UnixConn) error {
+	if _, _, err := c.WriteMsgUnix([]byte{proto.HandoffByte}, syscall.UnixRights(0, 1), nil); err != nil {
+		return err
+	}
+	io.Copy(io.Discard, c)
+	c.Close()
+	return nil
 }
 
 // connectOrStart connects to a daemon of our protocol version, starting
 // one (detached) when none runs. The start is serialized by a lock so that
 // concurrent attaches start one daemon.
-func connectOrStart(sock string) (*net.UnixConn, error) {
+func connectOrStart(sock string) (*daemonConn, error) {
 	if c, err := dialChecked(sock); err == nil {
 		return c, nil
 	} else if !errors.Is(err, errNoDaemon) {

@@ -396,3 +396,51 @@ func TestInitExitsOnSIGTERM(t *testing.T) {
 		t.Fatalf("process %d outlived init", p.PID)
 	}
 }
+
+// TestAttachHandsItsPipesToTheDaemon: the daemon serves the session on the
+// attach's own stdin and stdout (it holds the same pipes), so no process
+// copies the bytes in between; closing our end of the pipe ends the
+// session and the attach exits.
+func TestAttachHandsItsPipesToTheDaemon(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	a := startAttach(t, sock)
+	daemonPid := ownDaemon(t, a.client)
+
+	pipesOf := func(pid int) map[string]bool {
+		out := map[string]bool{}
+		entries, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, e := range entries {
+			if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); err == nil && strings.HasPrefix(l, "pipe:") {
+				out[l] = true
+			}
+		}
+		return out
+	}
+	attachStdin, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", a.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attachStdout, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", a.cmd.Process.Pid))
+	held := pipesOf(daemonPid)
+	if !held[attachStdin] || !held[attachStdout] {
+		t.Fatalf("the daemon (pid %d) does not hold the attach's stdin %s and stdout %s; it holds %v", daemonPid, attachStdin, attachStdout, held)
+	}
+	if _, err := a.client.Hello(ctxT(t)); err != nil {
+		t.Fatalf("hello over the handed-over pipes: %v", err)
+	}
+
+	a.client.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- a.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("attach exited with %v (stderr: %s)", err, a.stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("attach did not exit within 10s of the session's pipe closing")
+	}
+	if held := pipesOf(daemonPid); held[attachStdin] {
+		t.Fatalf("the daemon still holds the ended session's pipe %s", attachStdin)
+	}
+}

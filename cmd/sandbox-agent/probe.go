@@ -14,11 +14,18 @@ import (
 	"github.com/sandboxd/sandboxd/agent/proto"
 )
 
+// daemonConn is a connection to a daemon of our protocol version and
+// whether that daemon takes descriptors (proto.HelloResponse.FDHandoff).
+type daemonConn struct {
+	*net.UnixConn
+	handoff bool
+}
+
 // dialChecked connects to the daemon after checking on a separate
 // connection that it speaks our protocol version. A daemon of another
 // version that owns no running process is stopped (errNoDaemon follows, so
 // the caller starts ours); one that still owns processes is refused.
-func dialChecked(sock string) (*net.UnixConn, error) {
+func dialChecked(sock string) (*daemonConn, error) {
 	c, err := dial(sock)
 	if err != nil {
 		return nil, err
@@ -39,7 +46,11 @@ func dialChecked(sock string) (*net.UnixConn, error) {
 		}
 		return nil, errNoDaemon
 	}
-	return dial(sock)
+	c, err = dial(sock)
+	if err != nil {
+		return nil, err
+	}
+	return &daemonConn{UnixConn: c, handoff: hello.FDHandoff}, nil
 }
 
 // probe asks for hello and the number of running processes.
