@@ -13,12 +13,13 @@ DATA_DIR ?= ./.data
 BACKEND ?= auto
 CONFIG ?=
 
-.PHONY: help build images images-verify run test lint bench clean clean-cache
+.PHONY: help build images images-sandboxd images-verify run test lint bench clean clean-cache
 
 help:
 	@echo 'make build          bin/sandboxd and bin/sandbox-agent (static)'
 	@echo 'make images         the sandbox image sandboxd-sandbox:latest (cached; FORCE=1 rebuilds)'
 	@echo 'make images-verify  check the tools inside sandboxd-sandbox:latest'
+	@echo 'make images-sandboxd  sandboxd:latest (sandboxd + sandbox-agent, for Kubernetes; cached)'
 	@echo 'make run            build and serve on $(LISTEN) (BACKEND=auto|docker|host, DATA_DIR, CONFIG)'
 	@echo 'make test           everything CI runs: set-up, build, images, lint, unit, integration, e2e'
 	@echo 'make lint           gofmt and go vet'
@@ -33,6 +34,9 @@ build:
 
 images:
 	GO=$(GO) images/build.sh
+
+images-sandboxd: build
+	GO=$(GO) images/build.sh sandboxd
 
 images-verify:
 	images/verify.sh sandboxd-sandbox:latest

@@ -51,6 +51,9 @@ type Config struct {
 	LSP       LSP       `yaml:"lsp"`
 	Eval      Eval      `yaml:"eval"` // persistent kernels of the eval tool (eval.go)
 
+	Kubernetes Kubernetes `yaml:"kubernetes"` // the kubernetes backend (kubernetes.go)
+	Containerd Containerd `yaml:"containerd"` // the containerd backend (containerd.go)
+
 	// Path is the file this was read from; "" when sandboxd runs without a
 	// config file (which lets the admin token name any host path).
 	Path string `yaml:"-"`

@@ -20,6 +20,8 @@
 #   FORCE          1 rebuilds even when the image is up to date
 #
 # `images/build.sh base` only makes sure a base image exists (making it if need be) and prints it.
+# `images/build.sh sandboxd` builds sandboxd:latest (SANDBOXD_IMAGE) from images/sandboxd/Dockerfile
+# and the host-built bin/sandboxd and bin/sandbox-agent (`make build` first).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -37,8 +39,9 @@ LABEL=io.sandboxd.inputs
 case ${1:-} in
 "") only_base=0 ;;
 base) only_base=1 ;;
+sandboxd) only_base=0 ;;
 *)
-	echo "[images] error: unknown argument $1; run images/build.sh with no argument, or with base to make only the base image." >&2
+	echo "[images] error: unknown argument $1; run images/build.sh with no argument, with base to make only the base image, or with sandboxd for sandboxd:latest." >&2
 	exit 2
 	;;
 esac
@@ -114,6 +117,11 @@ mkdir -p "$CACHE"
 resolve_base
 if [[ $only_base == 1 ]]; then
 	echo "$BASE"
+	exit 0
+fi
+if [[ ${1:-} == sandboxd ]]; then
+	# shellcheck source=images/sandboxd/build.sh
+	source "$here/sandboxd/build.sh"
 	exit 0
 fi
 

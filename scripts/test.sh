@@ -33,11 +33,15 @@ make build 2>&1 | tee "$ARTIFACTS/build.log"
 section "images (make images)"
 make images 2>&1 | tee "$ARTIFACTS/images.log"
 
+section "images for containerd (scripts/containerd-import.sh)"
+scripts/containerd-import.sh sandboxd-sandbox:latest 2>&1 | tee "$ARTIFACTS/containerd-import.log"
+
 section "lint (gofmt, go vet)"
 scripts/lint.sh 2>&1 | tee "$ARTIFACTS/lint.log"
 
 # What the integration and e2e tests read: they skip their Docker cases unless SANDBOXD_TEST_DOCKER=1.
 export SANDBOXD_TEST_DOCKER=1
+export SANDBOXD_TEST_CONTAINERD=1
 export SANDBOXD_TEST_IMAGE=sandboxd-sandbox:latest
 export SANDBOXD_BIN=$root/bin/sandboxd
 export SANDBOXD_AGENT_BIN=$root/bin/sandbox-agent

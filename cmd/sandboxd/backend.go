@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/sandbox/containerd"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
 	"github.com/sandboxd/sandboxd/sandbox/host"
 )
@@ -24,8 +25,10 @@ func openBackend(ctx context.Context, name, dataDir, agentBin string, cfg *confi
 		return newDocker(agentBin, cfg, log)
 	case "host":
 		return newHost(dataDir, agentBin, log)
-	case "containerd", "kubernetes":
-		return nil, fmt.Errorf("the %s backend is not available in this build; use --backend docker or --backend host", name)
+	case "kubernetes":
+		return nil, fmt.Errorf("the kubernetes backend is not available in this build; use --backend docker, containerd or host")
+	case "containerd":
+		return newContainerd(dataDir, agentBin, cfg, log)
 	case "", "auto":
 	default:
 		return nil, usagef("--backend %q is not known; use auto, docker, host, containerd or kubernetes", name)
@@ -60,4 +63,31 @@ func newDocker(agentBin string, cfg *config.Config, log *slog.Logger) (*docker.B
 
 func newHost(dataDir, agentBin string, log *slog.Logger) (*host.Backend, error) {
 	return host.New(dataDir, host.WithAgentBinary(agentBin), host.WithLogger(log.With("backend", "host")))
+}
+
+func newContainerd(dataDir, agentBin string, cfg *config.Config, log *slog.Logger) (*containerd.Backend, error) {
+	c := cfg.Containerd
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	opts := []containerd.Option{
+		containerd.WithAgentBinary(agentBin),
+		containerd.WithDataDir(dataDir),
+		containerd.WithDefaultImage(cfg.DefaultImage),
+		containerd.WithLogger(log.With("backend", "containerd")),
+		containerd.WithExtraCaps(cfg.Docker.ExtraCaps...),
+	}
+	if c.Address != "" {
+		opts = append(opts, containerd.WithAddress(c.Address))
+	}
+	if c.Namespace != "" {
+		opts = append(opts, containerd.WithNamespace(c.Namespace))
+	}
+	if c.Snapshotter != "" {
+		opts = append(opts, containerd.WithSnapshotter(c.Snapshotter))
+	}
+	if c.Runtime != "" {
+		opts = append(opts, containerd.WithRuntime(c.Runtime))
+	}
+	return containerd.New(opts...)
 }

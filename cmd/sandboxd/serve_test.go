@@ -220,7 +220,6 @@ func TestServeRefusals(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--backend", "containerd"}, 1, "not available in this build"},
 		{[]string{"--backend", "kubernetes"}, 1, "not available in this build"},
 		{[]string{"--backend", "podman"}, 2, `"podman" is not known`},
 		{[]string{"--config", typo}, 1, `unknown key "default_imag"`},

@@ -1,0 +1,72 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// Kubernetes holds settings of the Kubernetes backend.
+type Kubernetes struct {
+	// Kubeconfig is a kubeconfig file; "" means in-cluster config when
+	// sandboxd runs in a pod, else $KUBECONFIG or ~/.kube/config.
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Context picks a kubeconfig context; "" means the current one.
+	Context string `yaml:"context"`
+	// Namespace holds the sandbox pods (default: the pod's own namespace
+	// in-cluster, else "default").
+	Namespace string `yaml:"namespace"`
+	// AgentImage carries sandbox-agent at /usr/local/bin/sandbox-agent; an
+	// init container copies it into every sandbox (default sandboxd:latest).
+	AgentImage string `yaml:"agent_image"`
+	// ImagePullPolicy applies to the sandbox and agent images: IfNotPresent
+	// (default), Never (images imported into the nodes) or Always.
+	ImagePullPolicy string `yaml:"image_pull_policy"`
+	// RuntimeClassName runs sandboxes under a RuntimeClass (gVisor, Kata).
+	RuntimeClassName string `yaml:"runtime_class_name"`
+	// NetworkPolicy creates, once per namespace, a NetworkPolicy that denies
+	// all traffic of sandboxes created with network "none". It needs a CNI
+	// plugin that enforces NetworkPolicy, and RBAC on networkpolicies.
+	NetworkPolicy bool `yaml:"network_policy"`
+	// Requests are what the scheduler reserves per sandbox; the limits come
+	// from the sandbox request (default cpus 0.1, memory_mb 256).
+	Requests KubernetesRequests `yaml:"requests"`
+	// StartTimeout bounds how long a new pod may take to run (default 3m,
+	// which covers pulling a large image).
+	StartTimeout Duration `yaml:"start_timeout"`
+	// ServiceAccountName runs sandboxes under this service account (its token
+	// is never mounted); "" means the namespace's default.
+	ServiceAccountName string `yaml:"service_account_name"`
+	// NodeSelector constrains where sandboxes are scheduled.
+	NodeSelector map[string]string `yaml:"node_selector"`
+}
+
+// KubernetesRequests are a sandbox pod's resource requests.
+type KubernetesRequests struct {
+	CPUs     float64 `yaml:"cpus"`
+	MemoryMB int64   `yaml:"memory_mb"`
+}
+
+// dnsLabel is an RFC 1123 label: namespaces and service account names.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// Validate checks the kubernetes keys; the message names the key.
+func (k Kubernetes) Validate() error {
+	switch k.ImagePullPolicy {
+	case "", "IfNotPresent", "Never", "Always":
+	default:
+		return fmt.Errorf("kubernetes.image_pull_policy %q is not known; use IfNotPresent, Never or Always", k.ImagePullPolicy)
+	}
+	switch {
+	case k.Namespace != "" && !dnsLabel.MatchString(k.Namespace):
+		return fmt.Errorf("kubernetes.namespace %q is not a valid namespace name; use lower-case letters, digits and '-'", k.Namespace)
+	case k.ServiceAccountName != "" && !dnsLabel.MatchString(k.ServiceAccountName):
+		return fmt.Errorf("kubernetes.service_account_name %q is not a valid name; use lower-case letters, digits and '-'", k.ServiceAccountName)
+	case k.RuntimeClassName != "" && !dnsLabel.MatchString(k.RuntimeClassName):
+		return fmt.Errorf("kubernetes.runtime_class_name %q is not a valid name; use lower-case letters, digits and '-'", k.RuntimeClassName)
+	case k.Requests.CPUs < 0 || k.Requests.MemoryMB < 0:
+		return fmt.Errorf("kubernetes.requests must not be negative (cpus %g, memory_mb %d); leave a field at 0 for the default", k.Requests.CPUs, k.Requests.MemoryMB)
+	case k.StartTimeout < 0:
+		return fmt.Errorf("kubernetes.start_timeout is negative; use a positive duration such as \"3m\"")
+	}
+	return nil
+}

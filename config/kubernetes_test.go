@@ -1,0 +1,38 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestKubernetesKeys(t *testing.T) {
+	c, err := Parse([]byte("kubernetes:\n  namespace: sandboxes\n  agent_image: sandboxd:1\n  image_pull_policy: Never\n  network_policy: true\n  requests: {cpus: 0.2, memory_mb: 128}\n  start_timeout: 90s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.Kubernetes
+	if k.Namespace != "sandboxes" || k.AgentImage != "sandboxd:1" || k.ImagePullPolicy != "Never" || !k.NetworkPolicy ||
+		k.Requests.CPUs != 0.2 || k.Requests.MemoryMB != 128 || k.StartTimeout.D().Seconds() != 90 {
+		t.Fatalf("kubernetes = %+v", k)
+	}
+	if _, err := Parse([]byte("kubernetes:\n  namespce: x\n")); err == nil || !strings.Contains(err.Error(), "namespce") {
+		t.Errorf("a typo in a kubernetes key = %v, want it named", err)
+	}
+	for _, tc := range []struct {
+		k    Kubernetes
+		want string
+	}{
+		{Kubernetes{ImagePullPolicy: "Sometimes"}, "image_pull_policy"},
+		{Kubernetes{Namespace: "Bad_NS"}, "kubernetes.namespace"},
+		{Kubernetes{RuntimeClassName: "g visor"}, "runtime_class_name"},
+		{Kubernetes{Requests: KubernetesRequests{CPUs: -1}}, "requests"},
+		{Kubernetes{StartTimeout: -1}, "start_timeout"},
+	} {
+		if err := tc.k.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want an error naming %s", tc.k, err, tc.want)
+		}
+	}
+	if err := (Kubernetes{}).Validate(); err != nil {
+		t.Errorf("empty kubernetes keys: %v", err)
+	}
+}

@@ -1,0 +1,154 @@
+package containerd
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"time"
+
+	containerd "github.com/containerd/containerd"
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/sandbox/docker"
+)
+
+// List returns every container of the namespace that carries
+// sandbox.LabelManaged.
+func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
+	ctx = b.nsCtx(ctx)
+	cs, err := b.cli.Containers(ctx, `labels."`+sandbox.LabelManaged+`"==true`)
+	if err != nil {
+		return nil, engineErr("list containers", err)
+	}
+	out := make([]sandbox.Info, 0, len(cs))
+	for _, c := range cs {
+		info, err := b.info(ctx, c)
+		if cerrdefs.IsNotFound(err) {
+			continue // removed while listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// Inspect returns the sandbox id (sandboxd-<id>, or the container id of a
+// container made elsewhere that carries our labels).
+func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) {
+	ctx = b.nsCtx(ctx)
+	c, err := b.load(ctx, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	return b.info(ctx, c)
+}
+
+// load finds our container for id; anything without our label is NotFound.
+func (b *Backend) load(ctx context.Context, id string) (containerd.Container, error) {
+	notFound := errdefs.NotFound("sandbox %s does not exist in containerd namespace %s", id, b.ns)
+	if !validID(id) {
+		return nil, notFound
+	}
+	c, err := b.cli.LoadContainer(ctx, NamePrefix+id)
+	if cerrdefs.IsNotFound(err) {
+		c, err = b.cli.LoadContainer(ctx, id)
+	}
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return nil, notFound
+	case err != nil:
+		return nil, engineErr("load sandbox "+id, err)
+	}
+	l, err := c.Labels(ctx)
+	if cerrdefs.IsNotFound(err) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, engineErr("read the labels of sandbox "+id, err)
+	}
+	if l[sandbox.LabelManaged] != "true" || sandboxID(c.ID()) != id {
+		return nil, notFound
+	}
+	return c, nil
+}
+
+// info reads the container record and its task's state.
+func (b *Backend) info(ctx context.Context, c containerd.Container) (sandbox.Info, error) {
+	rec, err := c.Info(ctx, containerd.WithoutRefreshedMetadata)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return sandbox.Info{}, errdefs.NotFound("sandbox %s does not exist in containerd namespace %s", sandboxID(c.ID()), b.ns)
+		}
+		return sandbox.Info{}, engineErr("read sandbox "+sandboxID(c.ID()), err)
+	}
+	state, err := b.state(ctx, c)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	created, err := time.Parse(time.RFC3339Nano, rec.Labels[sandbox.LabelCreatedAt])
+	if err != nil {
+		created = rec.CreatedAt
+	}
+	return sandbox.Info{
+		ID:           sandboxID(c.ID()),
+		Tenant:       rec.Labels[sandbox.LabelTenant],
+		Conversation: rec.Labels[sandbox.LabelConversation],
+		Backend:      "containerd",
+		Image:        rec.Image,
+		State:        state,
+		CreatedAt:    created.UTC(),
+		Workspace:    docker.Workspace,
+		Labels:       maps.Clone(rec.Labels),
+	}, nil
+}
+
+// state folds the task's status into the API's states: only a running task
+// takes tool calls; a container without a task (after a reboot, or killed
+// and deleted) is stopped.
+func (b *Backend) state(ctx context.Context, c containerd.Container) (string, error) {
+	t, err := c.Task(ctx, nil)
+	if cerrdefs.IsNotFound(err) {
+		return sandbox.StateStopped, nil
+	}
+	if err != nil {
+		return "", engineErr("find the task of sandbox "+sandboxID(c.ID()), err)
+	}
+	st, err := t.Status(ctx)
+	if cerrdefs.IsNotFound(err) {
+		return sandbox.StateStopped, nil
+	}
+	if err != nil {
+		return "", engineErr("read the task status of sandbox "+sandboxID(c.ID()), err)
+	}
+	if st.Status == containerd.Running {
+		return sandbox.StateRunning, nil
+	}
+	return sandbox.StateStopped, nil
+}
+
+// sandboxID is the API's id of a container id.
+func sandboxID(cid string) string {
+	if id := strings.TrimPrefix(cid, NamePrefix); id != cid && validID(id) {
+		return id
+	}
+	return cid
+}
+
+// validID accepts our short ids and the container ids the API may hand
+// back; anything else cannot name a sandbox.
+func validID(id string) bool {
+	if id == "" || len(id) > 76 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
