@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -26,7 +25,7 @@ func openBackend(ctx context.Context, name, dataDir, agentBin string, cfg *confi
 	case "host":
 		return newHost(dataDir, agentBin, log)
 	case "kubernetes":
-		return nil, fmt.Errorf("the kubernetes backend is not available in this build; use --backend docker, containerd or host")
+		return newKubernetes(cfg, log)
 	case "containerd":
 		return newContainerd(dataDir, agentBin, cfg, log)
 	case "", "auto":

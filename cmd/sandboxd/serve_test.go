@@ -215,12 +215,14 @@ func TestServeRefusals(t *testing.T) {
 	dir := t.TempDir()
 	typo := filepath.Join(dir, "typo.yaml")
 	os.WriteFile(typo, []byte("default_imag: x\n"), 0o600)
+	noKube := filepath.Join(dir, "nokube.yaml")
+	os.WriteFile(noKube, []byte("kubernetes:\n  kubeconfig: "+filepath.Join(dir, "missing-kubeconfig")+"\n"), 0o600)
 	for _, tc := range []struct {
 		args []string
 		code int
 		want string
 	}{
-		{[]string{"--backend", "kubernetes"}, 1, "not available in this build"},
+		{[]string{"--backend", "kubernetes", "--config", noKube}, 1, "no Kubernetes configuration was found"},
 		{[]string{"--backend", "podman"}, 2, `"podman" is not known`},
 		{[]string{"--config", typo}, 1, `unknown key "default_imag"`},
 		{[]string{"--config", filepath.Join(dir, "missing.yaml")}, 1, "cannot be opened"},

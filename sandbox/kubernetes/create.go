@@ -1,0 +1,155 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// Create makes a pod for spec and waits until its sandbox container runs.
+// The Manager has validated spec; a pod that cannot start in time (image
+// not on the node, unschedulable, agent exited) is deleted again and the
+// error says why.
+func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, error) {
+	img := spec.Image
+	if img == "" {
+		img = b.image
+	}
+	if img == "" {
+		return sandbox.Info{}, errdefs.InvalidArgument("no image was named and no default image is configured; name one or set default_image")
+	}
+	if spec.HostWorkspace != "" {
+		return sandbox.Info{}, errdefs.InvalidArgument("the kubernetes backend cannot mount a host directory as the workspace (the pod may run on any node); leave workspace.host_path out")
+	}
+	if spec.Network == "none" || spec.Network == "" {
+		if err := b.ensureNetworkPolicy(ctx); err != nil {
+			return sandbox.Info{}, err
+		}
+	}
+
+	id := newID()
+	created, err := b.cs.CoreV1().Pods(b.namespace).Create(ctx, b.podFor(id, img, spec), metav1.CreateOptions{})
+	if err != nil {
+		return sandbox.Info{}, apiErr("create a sandbox pod from "+img, err)
+	}
+	p, err := b.waitRunning(ctx, created.Name)
+	if err != nil {
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if rmErr := b.deletePod(cleanup, created); rmErr != nil {
+			b.log.Warn("cannot delete a sandbox pod that failed to start", "pod", created.Name, "err", rmErr)
+		}
+		return sandbox.Info{}, err
+	}
+	return infoOf(p), nil
+}
+
+// failFast are waiting reasons that no amount of waiting fixes.
+var failFast = map[string]bool{
+	"ErrImageNeverPull":          true,
+	"ErrImagePull":               true,
+	"ImagePullBackOff":           true,
+	"InvalidImageName":           true,
+	"CreateContainerConfigError": true,
+	"CreateContainerError":       true,
+	"RunContainerError":          true,
+}
+
+// waitRunning polls the pod until its sandbox container runs, it fails, or
+// the start timeout (or ctx) ends.
+func (b *Backend) waitRunning(ctx context.Context, name string) (*corev1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.startTimeout)
+	defer cancel()
+	tick := time.NewTicker(b.pollEvery)
+	defer tick.Stop()
+	var last *corev1.Pod
+	for {
+		p, err := b.cs.CoreV1().Pods(b.namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, errdefs.Unavailable("sandbox pod %s was deleted while it started; retry", name)
+		case err != nil && ctx.Err() == nil:
+			return nil, apiErr("get the new pod "+name, err)
+		case err == nil:
+			last = p
+			if mapState(p) == sandbox.StateRunning {
+				return p, nil
+			}
+			if reason := stuck(p); reason != "" {
+				return nil, startErr(p, reason)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			why := "it was not created"
+			if last != nil {
+				why = whyNotRunning(last) + unschedulable(last)
+			}
+			return nil, errdefs.DeadlineExceeded("sandbox pod %s did not start within %s (%s); check the cluster's capacity and the image, then retry", name, b.startTimeout, why)
+		case <-tick.C:
+		}
+	}
+}
+
+// stuck names why a starting pod will never run, or "".
+func stuck(p *corev1.Pod) string {
+	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+		return string(p.Status.Phase)
+	}
+	statuses := append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		if w := cs.State.Waiting; w != nil && failFast[w.Reason] {
+			return w.Reason
+		}
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return "container " + cs.Name + " exited"
+		}
+	}
+	return ""
+}
+
+// startErr explains a pod that cannot start, with what to do about it.
+func startErr(p *corev1.Pod, reason string) error {
+	why := whyNotRunning(p)
+	switch reason {
+	case "ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName":
+		return errdefs.FailedPrecondition("sandbox pod %s cannot get its image (%s); import the image into the nodes' container runtime or push it to a registry the cluster can pull from, and check kubernetes.image_pull_policy", p.Name, why)
+	}
+	return errdefs.FailedPrecondition("sandbox pod %s cannot start (%s); check the image and that sandboxd's image holds %s", p.Name, why, AgentSource)
+}
+
+// unschedulable adds the scheduler's complaint, if any.
+func unschedulable(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return fmt.Sprintf("; not scheduled: %s", c.Message)
+		}
+	}
+	return ""
+}
+
+// ensureNetworkPolicy creates the namespace's isolating policy once, when
+// configured; a failure is retried at the next Create.
+func (b *Backend) ensureNetworkPolicy(ctx context.Context) error {
+	if !b.netPolicy {
+		return nil
+	}
+	b.policyMu.Lock()
+	defer b.policyMu.Unlock()
+	if b.policyDone {
+		return nil
+	}
+	_, err := b.cs.NetworkingV1().NetworkPolicies(b.namespace).Create(ctx, b.networkPolicy(), metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return apiErr("create NetworkPolicy "+NetworkPolicyName+" in namespace "+b.namespace, err)
+	}
+	b.policyDone = true
+	return nil
+}

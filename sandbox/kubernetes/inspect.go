@@ -1,0 +1,189 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// listManaged selects our pods; limit 0 means all.
+func listManaged(limit int64) metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: sandbox.LabelManaged + "=true", Limit: limit}
+}
+
+// List returns every pod in the namespace that carries
+// sandbox.LabelManaged, except those being deleted (as good as gone).
+func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
+	pods, err := b.cs.CoreV1().Pods(b.namespace).List(ctx, listManaged(0))
+	if err != nil {
+		return nil, apiErr("list pods in namespace "+b.namespace, err)
+	}
+	out := make([]sandbox.Info, 0, len(pods.Items))
+	seen := make(map[string]bool, len(pods.Items))
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		seen[string(p.UID)] = true
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		b.reportStopped(p)
+		out = append(out, infoOf(p))
+	}
+	b.reportedMu.Lock()
+	for uid := range b.reported {
+		if !seen[uid] {
+			delete(b.reported, uid)
+		}
+	}
+	b.reportedMu.Unlock()
+	return out, nil
+}
+
+// Inspect returns the sandbox id (pod sandboxd-<id>).
+func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) {
+	p, err := b.pod(ctx, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	b.reportStopped(p)
+	return infoOf(p), nil
+}
+
+// pod finds our pod for id; one without our label or being deleted is
+// NotFound.
+func (b *Backend) pod(ctx context.Context, id string) (*corev1.Pod, error) {
+	notFound := errdefs.NotFound("sandbox %s does not exist in namespace %s", id, b.namespace)
+	if !validID(id) {
+		return nil, notFound
+	}
+	p, err := b.cs.CoreV1().Pods(b.namespace).Get(ctx, NamePrefix+id, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, notFound
+	case err != nil:
+		return nil, apiErr("get pod "+NamePrefix+id, err)
+	case p.Labels[sandbox.LabelManaged] != "true" || p.DeletionTimestamp != nil:
+		return nil, notFound
+	}
+	return p, nil
+}
+
+func infoOf(p *corev1.Pod) sandbox.Info {
+	labels := maps.Clone(p.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	// The raw values live in the annotations; the labels may be hashes.
+	for _, k := range []string{sandbox.LabelTenant, sandbox.LabelConversation, sandbox.LabelCreatedAt} {
+		if v, ok := p.Annotations[k]; ok {
+			labels[k] = v
+		}
+	}
+	created, err := time.Parse(time.RFC3339Nano, labels[sandbox.LabelCreatedAt])
+	if err != nil {
+		created = p.CreationTimestamp.Time
+	}
+	var img string
+	for _, c := range p.Spec.Containers {
+		if c.Name == ContainerName {
+			img = c.Image
+		}
+	}
+	return sandbox.Info{
+		ID:           strings.TrimPrefix(p.Name, NamePrefix),
+		Tenant:       labels[sandbox.LabelTenant],
+		Conversation: labels[sandbox.LabelConversation],
+		Backend:      "kubernetes",
+		Image:        img,
+		State:        mapState(p),
+		CreatedAt:    created.UTC(),
+		Workspace:    Workspace,
+		Labels:       labels,
+	}
+}
+
+// mapState folds a pod's phase into the API's states: only a Running pod
+// whose sandbox container runs can take tool calls; a deleted pod is gone;
+// anything else (Pending, Failed, Succeeded, evicted, Unknown) is stopped.
+func mapState(p *corev1.Pod) string {
+	if p.DeletionTimestamp != nil {
+		return sandbox.StateGone
+	}
+	if p.Status.Phase == corev1.PodRunning && containerRunning(p) {
+		return sandbox.StateRunning
+	}
+	return sandbox.StateStopped
+}
+
+func containerRunning(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == ContainerName {
+			return cs.State.Running != nil
+		}
+	}
+	return false
+}
+
+// whyNotRunning is one clause saying why pod p cannot take tool calls, for
+// errors and logs: the phase, the pod's reason (Evicted, ...) and message,
+// and the sandbox container's last state.
+func whyNotRunning(p *corev1.Pod) string {
+	parts := []string{"pod phase " + string(p.Status.Phase)}
+	if p.Status.Reason != "" {
+		parts = append(parts, "reason "+p.Status.Reason)
+	}
+	if p.Status.Message != "" {
+		parts = append(parts, fmt.Sprintf("%q", p.Status.Message))
+	}
+	statuses := append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		switch {
+		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
+			parts = append(parts, fmt.Sprintf("container %s waiting: %s %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message))
+		case cs.State.Terminated != nil:
+			t := cs.State.Terminated
+			parts = append(parts, fmt.Sprintf("container %s terminated: %s (exit code %d) %s", cs.Name, t.Reason, t.ExitCode, t.Message))
+		}
+	}
+	return strings.TrimSpace(strings.Join(parts, "; "))
+}
+
+// reportStopped logs, once per pod, why a sandbox pod stopped (evicted,
+// its agent exited, ...): the one place an operator sees the reason.
+func (b *Backend) reportStopped(p *corev1.Pod) {
+	if p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded {
+		return
+	}
+	b.reportedMu.Lock()
+	seen := b.reported[string(p.UID)]
+	b.reported[string(p.UID)] = true
+	b.reportedMu.Unlock()
+	if !seen {
+		b.log.Warn("sandbox pod stopped", "pod", p.Name, "tenant", p.Annotations[sandbox.LabelTenant],
+			"conversation", p.Annotations[sandbox.LabelConversation], "why", whyNotRunning(p))
+	}
+}
+
+// validID accepts our 12-hex-digit ids; anything else cannot name a pod of
+// ours and must not reach the API server.
+func validID(id string) bool {
+	if len(id) != 12 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'f' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,198 @@
+package kubernetes
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"path"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// Volumes of a sandbox pod.
+const (
+	agentVolume     = "sandboxd-agent"
+	workspaceVolume = "workspace"
+)
+
+// terminationGrace is how long a deleted sandbox's agent has to stop its
+// processes before the kubelet kills them.
+const terminationGrace int64 = 5
+
+// podFor is the whole pod definition of sandbox id; see the package doc.
+func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
+	network := spec.Network
+	if network == "" {
+		network = "none"
+	}
+	created := time.Now().UTC().Format(time.RFC3339Nano)
+	labels := map[string]string{
+		sandbox.LabelManaged:      "true",
+		sandbox.LabelTenant:       labelValue(spec.Tenant),
+		sandbox.LabelConversation: labelValue(spec.Conversation),
+		LabelNetwork:              network,
+	}
+	annotations := map[string]string{
+		sandbox.LabelTenant:       spec.Tenant,
+		sandbox.LabelConversation: spec.Conversation,
+		sandbox.LabelCreatedAt:    created,
+	}
+	env := make([]corev1.EnvVar, 0, len(spec.Env))
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
+	}
+
+	limits, requests := b.resources(spec.Resources)
+	agentDir := path.Dir(AgentPath)
+	no, yes := false, true
+	grace := terminationGrace
+	runtimeDefault := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	caps := make([]corev1.Capability, 0, len(b.caps))
+	for _, c := range b.caps {
+		caps = append(caps, corev1.Capability(c))
+	}
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        NamePrefix + id,
+			Namespace:   b.namespace,
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: corev1.PodSpec{
+			// A sandbox whose agent exits stays stopped, as in the Docker
+			// backend after `docker stop`: its processes are gone anyway.
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			Hostname:                      "sandbox",
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			ServiceAccountName:            b.serviceAcct,
+			NodeSelector:                  maps.Clone(b.nodeSelector),
+			TerminationGracePeriodSeconds: &grace,
+			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: runtimeDefault},
+			InitContainers: []corev1.Container{{
+				Name:            InitContainerName,
+				Image:           b.agentImage,
+				ImagePullPolicy: b.pullPolicy,
+				Command:         []string{"cp", AgentSource, path.Join(agentDir, path.Base(AgentPath))},
+				VolumeMounts:    []corev1.VolumeMount{{Name: agentVolume, MountPath: agentDir}},
+				Resources:       corev1.ResourceRequirements{Limits: initLimits(), Requests: initLimits()},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: &no,
+					ReadOnlyRootFilesystem:   &yes,
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					SeccompProfile:           runtimeDefault,
+				},
+			}},
+			Containers: []corev1.Container{{
+				Name:            ContainerName,
+				Image:           img,
+				ImagePullPolicy: b.pullPolicy,
+				// The agent is PID 1 so that it reaps every orphan in the
+				// sandbox, whatever the image's entrypoint would have been.
+				Command:    []string{AgentPath, "init"},
+				WorkingDir: Workspace,
+				Env:        env,
+				Resources:  corev1.ResourceRequirements{Limits: limits, Requests: requests},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: agentVolume, MountPath: agentDir, ReadOnly: true},
+					{Name: workspaceVolume, MountPath: Workspace},
+				},
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: &no,
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps},
+					SeccompProfile:           runtimeDefault,
+				},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: agentVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: workspaceVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+		},
+	}
+	if b.runtimeClass != "" {
+		rc := b.runtimeClass
+		pod.Spec.RuntimeClassName = &rc
+	}
+	return pod
+}
+
+// resources are the sandbox container's limits (the request, defaults where
+// it says 0) and requests (the configured ones, never above the limits).
+// Kubernetes has no per-pod pids limit: that is the kubelet's podPidsLimit.
+func (b *Backend) resources(r sandbox.Resources) (limits, requests corev1.ResourceList) {
+	if r.CPUs == 0 {
+		r.CPUs = b.defaults.CPUs
+	}
+	if r.MemoryMB == 0 {
+		r.MemoryMB = b.defaults.MemoryMB
+	}
+	reqCPU, reqMem := min(b.requests.CPUs, r.CPUs), min(b.requests.MemoryMB, r.MemoryMB)
+	limits = corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(r.CPUs*1000), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(r.MemoryMB<<20, resource.BinarySI),
+	}
+	requests = corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(reqCPU*1000), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(reqMem<<20, resource.BinarySI),
+	}
+	return limits, requests
+}
+
+// initLimits bound the one cp the init container runs.
+func initLimits() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("100m"),
+		corev1.ResourceMemory: resource.MustParse("32Mi"),
+	}
+}
+
+// networkPolicy isolates the namespace's network "none" sandboxes: no
+// ingress and no egress. Exec reaches them through the kubelet, not the pod
+// network, so the agent pipe is unaffected.
+func (b *Backend) networkPolicy() *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      NetworkPolicyName,
+			Namespace: b.namespace,
+			Labels:    map[string]string{sandbox.LabelManaged: "true"},
+		},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
+				sandbox.LabelManaged: "true",
+				LabelNetwork:         "none",
+			}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
+}
+
+// labelValue is v when it is a valid label value, else "h-" and a hash of
+// it: tenants and conversation ids may hold ':' or exceed 63 characters.
+// The raw value is in the annotation of the same key; selectors use this.
+func labelValue(v string) string {
+	if len(validation.IsValidLabelValue(v)) == 0 && !hashLike(v) {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "h-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// hashLike tells a raw value that could be mistaken for a hashed one.
+func hashLike(v string) bool { return len(v) == 42 && v[:2] == "h-" }
+
+// newID is 12 random hex digits, like the Docker backend's ids.
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
