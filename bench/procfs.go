@@ -11,36 +11,47 @@ import (
 
 // RSS returns the resident set size of process pid in bytes (VmRSS from
 // /proc/<pid>/status).
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return statusKB(pid, "VmRSS") }
+
+// AnonRSS returns the private part of the resident set (RssAnon): VmRSS
+// also counts the executable's own pages that were read, which the kernel
+// shares and can drop.
+func AnonRSS(pid int) (int64, error) { return statusKB(pid, "RssAnon") }
+
+func statusKB(pid int, key string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("the memory of process %d cannot be read: %w", pid, err)
 	}
 	defer f.Close()
-	return ParseVmRSS(f)
+	return ParseStatusKB(f, key)
 }
 
 // ParseVmRSS finds the VmRSS line of a /proc/<pid>/status text ("VmRSS:
 // 12345 kB") and returns it in bytes.
-func ParseVmRSS(r io.Reader) (int64, error) {
+func ParseVmRSS(r io.Reader) (int64, error) { return ParseStatusKB(r, "VmRSS") }
+
+// ParseStatusKB finds the line "<key>: <n> kB" of a /proc/<pid>/status text
+// and returns n in bytes.
+func ParseStatusKB(r io.Reader, key string) (int64, error) {
 	sc := bufio.NewScanner(io.LimitReader(r, 1<<20))
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
+		rest, ok := strings.CutPrefix(sc.Text(), key+":")
 		if !ok {
 			continue
 		}
 		f := strings.Fields(rest)
 		if len(f) != 2 || f[1] != "kB" {
-			return 0, fmt.Errorf("the VmRSS line %q is not \"<number> kB\"", sc.Text())
+			return 0, fmt.Errorf("the %s line %q is not \"<number> kB\"", key, sc.Text())
 		}
 		kb, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil || kb < 0 {
-			return 0, fmt.Errorf("the VmRSS line %q has no usable number", sc.Text())
+			return 0, fmt.Errorf("the %s line %q has no usable number", key, sc.Text())
 		}
 		return kb << 10, nil
 	}
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("the status text has no VmRSS line (a kernel thread or an exited process)")
+	return 0, fmt.Errorf("the status text has no %s line (a kernel thread or an exited process)", key)
 }

@@ -33,3 +33,13 @@ func TestRSSOfThisProcess(t *testing.T) {
 		t.Errorf("RSS of this test = %d bytes, implausibly small", got)
 	}
 }
+
+func TestParseStatusKBFindsRssAnon(t *testing.T) {
+	status := "Name:\tsandboxd\nVmRSS:\t   70000 kB\nRssAnon:\t    6236 kB\nRssFile:\t   63764 kB\n"
+	if got, err := ParseStatusKB(strings.NewReader(status), "RssAnon"); err != nil || got != 6236*1024 {
+		t.Errorf("ParseStatusKB(RssAnon) = %d, %v; want %d", got, err, 6236*1024)
+	}
+	if _, err := ParseStatusKB(strings.NewReader(status), "RssShmem"); err == nil {
+		t.Error("a missing key was not an error")
+	}
+}

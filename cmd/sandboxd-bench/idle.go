@@ -27,6 +27,7 @@ type idleResult struct {
 	n                                 int
 	rssStart, rssMapped, rssPipes     int64
 	rssIdle                           int64
+	anonStart, anonIdle               int64 // the private part (RssAnon)
 	dockerdStart, dockerdIdle         int64 // 0 when dockerd's pid is not readable
 	containerTotal, containerMax      int64
 	containerSampled                  int
@@ -42,6 +43,7 @@ func runIdle(ctx context.Context, e *env, sd *sandboxd) (r idleResult, err error
 	if err := sleep(ctx, time.Second); err != nil {
 		return r, err
 	}
+	r.anonStart, _ = bench.AnonRSS(pid)
 	if r.rssStart, err = bench.RSS(pid); err != nil {
 		return r, err
 	}
@@ -104,6 +106,7 @@ func runIdle(ctx context.Context, e *env, sd *sandboxd) (r idleResult, err error
 	if err := sleep(ctx, e.opts.idleWait); err != nil {
 		return r, err
 	}
+	r.anonIdle, _ = bench.AnonRSS(pid)
 	if r.rssIdle, err = bench.RSS(pid); err != nil {
 		return r, err
 	}

@@ -113,6 +113,11 @@ func renderIdle(e *env, sd *sandboxd, r idleResult) string {
 	b.WriteString(row(fmt.Sprintf("%d sandboxes created and mapped", r.n), bench.MiB(r.rssMapped), per(r.rssMapped)))
 	b.WriteString(row("each one's agent pipe open (one `write` call each)", bench.MiB(r.rssPipes), per(r.rssPipes)))
 	b.WriteString(row(fmt.Sprintf("idle, %s later", e.opts.idleWait), bench.MiB(r.rssIdle), per(r.rssIdle)))
+	if r.anonStart > 0 && r.anonIdle > 0 {
+		fmt.Fprintf(&b, "\nOf that RSS, the private part (RssAnon) was %s at the start and %s idle (%+.0f KiB per sandbox); "+
+			"the rest is pages of the sandboxd executable itself, which the kernel shares and can drop.\n",
+			bench.MiB(r.anonStart), bench.MiB(r.anonIdle), float64(r.anonIdle-r.anonStart)/float64(r.n)/1024)
+	}
 	b.WriteString("\nNext to it, what the sandboxes cost on the engine's side (same run, at the idle stage):\n\n")
 	b.WriteString(row("what", "memory"))
 	b.WriteString(row("---", "---:"))
