@@ -6,13 +6,11 @@ package astgrep
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path"
 	"strings"
 	"time"
 
-	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/astgrep/engine"
 )
@@ -65,46 +63,13 @@ var (
 	_ tools.Tool = (*resolveTool)(nil)
 )
 
-func available(env *tools.Env) bool { return env != nil && env.HasSandbox }
+func available(env *tools.Env) bool { return tools.HasSandbox(env) }
 
-// connect returns the conversation's sandbox, or a result for the model.
 func connect(ctx context.Context, env *tools.Env) (*tools.SandboxConn, *tools.Result, error) {
-	if env == nil || env.Sandbox == nil {
-		return nil, nil, errors.New("the run has no sandbox accessor wired")
-	}
-	conn, err := env.Sandbox(ctx)
-	if err != nil {
-		if r, ok := modelError(err); ok {
-			return nil, &r, nil
-		}
-		return nil, nil, err
-	}
-	if conn == nil || conn.Agent == nil || conn.Workspace == "" {
-		return nil, nil, errors.New("the sandbox connection is incomplete (no agent or workspace)")
-	}
-	return conn, nil, nil
+	return tools.Connect(ctx, env)
 }
 
-// modelError turns errors the model can act on into an is_error result.
-func modelError(err error) (tools.Result, bool) {
-	for _, class := range []error{
-		errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrFailedPrecondition,
-		errdefs.ErrConflict, errdefs.ErrResourceExhausted, errdefs.ErrUnavailable,
-		errdefs.ErrDeadlineExceeded,
-	} {
-		if errors.Is(err, class) {
-			return tools.Error(err.Error()), true
-		}
-	}
-	return tools.Result{}, false
-}
-
-func fail(err error) (tools.Result, error) {
-	if r, ok := modelError(err); ok {
-		return r, nil
-	}
-	return tools.Result{}, err
-}
+func fail(err error) (tools.Result, error) { return tools.Fail(err) }
 
 func deref(r *tools.Result) tools.Result {
 	if r == nil {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/proto"
-	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -321,12 +320,4 @@ func deref(r *tools.Result) tools.Result {
 }
 
 // modelError turns errors the model can act on into an is_error result.
-func modelError(err error) (tools.Result, error) {
-	for _, class := range []error{errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrFailedPrecondition,
-		errdefs.ErrConflict, errdefs.ErrResourceExhausted, errdefs.ErrUnavailable, errdefs.ErrDeadlineExceeded} {
-		if errors.Is(err, class) {
-			return tools.Error(err.Error()), nil
-		}
-	}
-	return tools.Result{}, err
-}
+func modelError(err error) (tools.Result, error) { return tools.Fail(err) }

@@ -7,10 +7,8 @@ package files
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -89,51 +87,13 @@ var (
 	_ tools.Tool = (*shellTool)(nil)
 )
 
-// available is the registration condition shared by all file tools.
-func available(env *tools.Env) bool { return env != nil && env.HasSandbox }
+func available(env *tools.Env) bool { return tools.HasSandbox(env) }
 
-// connect returns the conversation's sandbox, or a result for the model when
-// there is none to use (it vanished, or is stopped).
 func connect(ctx context.Context, env *tools.Env) (*tools.SandboxConn, *tools.Result, error) {
-	if env == nil || env.Sandbox == nil {
-		return nil, nil, errors.New("the run has no sandbox accessor wired")
-	}
-	conn, err := env.Sandbox(ctx)
-	if err != nil {
-		if r, ok := modelError(err); ok {
-			return nil, &r, nil
-		}
-		return nil, nil, err
-	}
-	if conn == nil || conn.Agent == nil || conn.Workspace == "" {
-		return nil, nil, errors.New("the sandbox connection is incomplete (no agent or workspace)")
-	}
-	return conn, nil, nil
+	return tools.Connect(ctx, env)
 }
 
-// modelError turns errors that the model can act on (a bad path, a missing
-// file, a file that changed) into an is_error result; failures of sandboxd
-// itself stay Go errors so the registry logs them.
-func modelError(err error) (tools.Result, bool) {
-	for _, class := range []error{
-		errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrFailedPrecondition,
-		errdefs.ErrConflict, errdefs.ErrResourceExhausted, errdefs.ErrUnavailable,
-		errdefs.ErrDeadlineExceeded,
-	} {
-		if errors.Is(err, class) {
-			return tools.Error(err.Error()), true
-		}
-	}
-	return tools.Result{}, false
-}
-
-// fail converts an agent error into the (Result, error) pair a tool returns.
-func fail(err error) (tools.Result, error) {
-	if r, ok := modelError(err); ok {
-		return r, nil
-	}
-	return tools.Result{}, err
-}
+func fail(err error) (tools.Result, error) { return tools.Fail(err) }
 
 // afterWrite runs the diagnostics hook, if any, and appends its blocks.
 func afterWrite(ctx context.Context, env *tools.Env, conn *tools.SandboxConn, res tools.Result, paths []string) tools.Result {
