@@ -12,10 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandboxd/sandboxd/tools/internal/baseproto"
 )
 
 // MaxMessageBytes caps one incoming message; a bigger one ends the
@@ -207,12 +208,7 @@ func (c *Conn) writeLocked(m *Message) error {
 	if err != nil {
 		return err
 	}
-	var b strings.Builder
-	b.WriteString("Content-Length: ")
-	b.WriteString(strconv.Itoa(len(body)))
-	b.WriteString("\r\n\r\n")
-	b.Write(body)
-	if _, err := io.WriteString(c.rwc, b.String()); err != nil {
+	if _, err := c.rwc.Write(baseproto.Append(make([]byte, 0, len(body)+32), body)); err != nil {
 		return fmt.Errorf("writing to the debug adapter: %w", err)
 	}
 	return nil
@@ -282,42 +278,11 @@ func (c *Conn) dispatch(m *Message) {
 	}
 }
 
-// readMessage reads one framed message: headers, a blank line, then
-// Content-Length bytes of JSON.
+// readMessage reads one framed message.
 func readMessage(br *bufio.Reader) (*Message, error) {
-	length := -1
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return nil, err
-		}
-		if len(line) > 1024 {
-			return nil, errors.New("dap: header line too long")
-		}
-		line = strings.TrimRight(line, "\r\n")
-		if line == "" {
-			if length < 0 {
-				continue // stray blank line before the headers
-			}
-			break
-		}
-		// Found anywhere in the line, so a stream joined mid-message (a
-		// re-attach) resynchronises at the next header.
-		if i := strings.Index(line, "Content-Length:"); i >= 0 {
-			value := line[i+len("Content-Length:"):]
-			n, err := strconv.Atoi(strings.TrimSpace(value))
-			if err != nil || n < 0 {
-				return nil, fmt.Errorf("dap: bad Content-Length %q", value)
-			}
-			if n > MaxMessageBytes {
-				return nil, fmt.Errorf("dap: a message of %d bytes is over the %d byte cap", n, MaxMessageBytes)
-			}
-			length = n
-		}
-	}
-	buf := make([]byte, length)
-	if _, err := io.ReadFull(br, buf); err != nil {
-		return nil, err
+	buf, err := baseproto.Read(br, MaxMessageBytes)
+	if err != nil {
+		return nil, fmt.Errorf("dap: %w", err)
 	}
 	m := &Message{}
 	if err := json.Unmarshal(buf, m); err != nil {

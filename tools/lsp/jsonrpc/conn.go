@@ -11,9 +11,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandboxd/sandboxd/tools/internal/baseproto"
 )
 
 // MaxMessageBytes caps one incoming message; a larger header is a protocol
@@ -196,11 +197,7 @@ func (c *Conn) write(m *message) error {
 	if err != nil {
 		return fmt.Errorf("cannot encode a JSON-RPC message: %w", err)
 	}
-	frame := make([]byte, 0, len(body)+32)
-	frame = append(frame, "Content-Length: "...)
-	frame = strconv.AppendInt(frame, int64(len(body)), 10)
-	frame = append(frame, "\r\n\r\n"...)
-	frame = append(frame, body...)
+	frame := baseproto.Append(make([]byte, 0, len(body)+32), body)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	select {
@@ -313,42 +310,10 @@ func (c *Conn) answer(m *message) {
 	_ = c.write(reply)
 }
 
-// readMessage reads one framed message: headers up to an empty line, then
-// Content-Length bytes of JSON.
+// readMessage reads one framed message.
 func readMessage(br *bufio.Reader) (*message, error) {
-	length := -1
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return nil, err
-		}
-		if len(line) > 1024 {
-			return nil, fmt.Errorf("header line longer than 1024 bytes")
-		}
-		line = strings.TrimRight(line, "\r\n")
-		if line == "" {
-			if length < 0 {
-				continue // tolerate stray blank lines between frames
-			}
-			break
-		}
-		name, value, ok := strings.Cut(line, ":")
-		if !ok {
-			return nil, fmt.Errorf("malformed header %q", line)
-		}
-		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
-			n, err := strconv.Atoi(strings.TrimSpace(value))
-			if err != nil || n < 0 {
-				return nil, fmt.Errorf("bad Content-Length %q", value)
-			}
-			if n > MaxMessageBytes {
-				return nil, fmt.Errorf("message of %d bytes exceeds the %d byte cap", n, MaxMessageBytes)
-			}
-			length = n
-		}
-	}
-	body := make([]byte, length)
-	if _, err := io.ReadFull(br, body); err != nil {
+	body, err := baseproto.Read(br, MaxMessageBytes)
+	if err != nil {
 		return nil, err
 	}
 	m := &message{}
