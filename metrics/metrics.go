@@ -56,6 +56,7 @@ type options struct {
 	backend    string
 	counts     func() map[string]int
 	runsActive func() int
+	fam        familyOptions
 }
 
 // Option configures New.
@@ -117,6 +118,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Name: "sandboxd_runs_active", Help: "Runs that have not ended or expired.",
 		}, func() float64 { return float64(n()) }))
 	}
+	cs = append(cs, o.fam.collectors()...)
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -295,3 +295,15 @@ func (p *Port) resolveLocked(e *entry, r Resolution) {
 	}
 	p.publishLocked(spaceKey{e.tenant, e.q.Space}, Event{Type: EventResolved, Resolved: &r})
 }
+
+// PendingByKind counts the questions waiting for an answer, by kind
+// (KindQuestion, KindPermission), for the metrics.
+func (p *Port) PendingByKind() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for _, e := range p.pending {
+		out[e.q.Kind]++
+	}
+	return out
+}

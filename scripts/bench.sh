@@ -7,6 +7,8 @@
 #   lsp     warm definition next to gopls over its own pipe
 #   astgrep the engine next to the ast-grep CLI on GOROOT/src
 #   debug   launch to the first breakpoint and stack, next to the bare adapters
+#   kubernetes  create and pipe on a real cluster next to Docker and a fresh API
+#           exec (not in the default set: needs `make cluster-up` and its env)
 # Needs the built binaries and images (make build images) and a Docker engine.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,8 +33,13 @@ for family in $BENCH; do
 		"$GO" run ./tools/astgrep/bench --out "$out"
 		;;
 	debug) SANDBOXD_BENCH_WRITE=$out "$GO" test -count=1 -run '^$' -bench BenchmarkDebug -benchtime 1x ./tools/debug/ ;;
+	kubernetes)
+		# shellcheck disable=SC1091
+		. /var/lib/sandboxd-k8s/env
+		"$GO" run ./cmd/kubebench -out "$out"
+		;;
 	*)
-		echo "unknown benchmark family $family; use core, eval, lsp, astgrep or debug" >&2
+		echo "unknown benchmark family $family; use core, eval, lsp, astgrep, debug or kubernetes" >&2
 		exit 2
 		;;
 	esac

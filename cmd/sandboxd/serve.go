@@ -107,9 +107,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The manager observes pipes into the metrics, and the metrics read the
 	// manager's counts at scrape time; the closure breaks that cycle.
 	var mgr *sandbox.Manager
-	m, err := metrics.New(reg, metrics.WithVersion(version),
+	m, err := metrics.New(reg, append([]metrics.Option{metrics.WithVersion(version),
 		metrics.WithSandboxCounts(backend.Name(), func() map[string]int { return mgr.Counts() }),
-		metrics.WithRunsActive(runs.Active))
+		metrics.WithRunsActive(runs.Active)}, familyMetrics(cfg, &w.stats)...)...)
 	if err != nil {
 		return fmt.Errorf("metrics cannot be registered: %w", err)
 	}

@@ -164,6 +164,14 @@ func TestServeHostBackend(t *testing.T) {
 		`sandboxd_runs_active 2`,
 		`sandboxd_http_requests_total{code="201",method="POST",route="POST /v1/runs"} 2`,
 		`sandboxd_http_requests_total{code="200",method="GET",route="GET /v1/runs/{id}/tools"} 1`,
+		// The families' gauges exist at zero before anything runs (workers
+		// are not configured here, and still read as zero).
+		`sandboxd_kernels{language="python"} 0`,
+		`sandboxd_lsp_servers{language="go"} 0`,
+		`sandboxd_lsp_restarts_total{language="go"} 0`,
+		`sandboxd_debug_sessions 0`,
+		`sandboxd_questions_pending{kind="permission"} 0`,
+		`sandboxd_workers{state="running"} 0`,
 	})
 	bad, _ := client.New(url, "not-the-token")
 	if _, err := bad.ListSandboxes(ctx, ""); !errors.Is(err, errdefs.ErrUnauthenticated) {

@@ -27,6 +27,7 @@ type wiring struct {
 	apiOpts  []api.Option        // extra API options (routes, gates)
 	runEnd   []func(r tools.Run) // called when a run ends, for per-run state
 	closers  []func()            // called at shutdown, in reverse order
+	stats    familyStats         // the families' counts, read by the metrics
 }
 
 // registerTools registers every tool family this build ships.

@@ -18,5 +18,6 @@ func wireDebug(w *wiring) error {
 	sv := debug.NewSupervisor(debug.WithSessionTTL(d.TTL()), debug.WithLogger(w.log.With("tool", "debug")))
 	w.registry.Register(debug.New(sv))
 	w.closers = append(w.closers, sv.Close)
+	w.stats.debugSessions = sv.Sessions
 	return nil
 }

@@ -33,6 +33,7 @@ func wireEval(w *wiring) error {
 	}
 	t := eval.New(w.registry, opts...)
 	w.registry.Register(t)
+	w.stats.kernels = t.Kernels
 	// Closers run in reverse: detach from the kernels before the host session ends.
 	w.closers = append(w.closers, t.Close)
 	return nil

@@ -51,5 +51,6 @@ func wireLSP(w *wiring) error {
 	}))
 	w.runEnd = append(w.runEnd, func(r tools.Run) { m.RunEnded(r.ID) })
 	w.closers = append(w.closers, m.Close)
+	w.stats.lsp = m.Stats
 	return nil
 }

@@ -34,6 +34,7 @@ func wireQuestions(w *wiring) error {
 	w.registry.Register(askuser.New(port))
 	w.registry.SetGate(gate)
 	w.apiOpts = append(w.apiOpts, api.WithQuestions(port))
+	w.stats.questions = port.PendingByKind
 	w.runEnd = append(w.runEnd, func(r tools.Run) {
 		port.CancelRun(r.ID)
 		gate.Forget(r.ID)

@@ -54,6 +54,7 @@ func wireVibe(w *wiring) error {
 	}
 	w.apiOpts = append(w.apiOpts, api.WithRunTokens(tokens), api.WithHandlerHook(func(h http.Handler) { handler.Store(&h) }))
 	w.runEnd = append(w.runEnd, func(r tools.Run) { m.EndRun(r.ID) })
+	w.stats.workers = m.Counts
 
 	// Workers cannot outlive this process usefully (their tokens and state
 	// are in memory), so on SIGINT/SIGTERM they are killed at once: a

@@ -58,7 +58,9 @@ func TestDashboardMetricsExist(t *testing.T) {
 	}
 	// The panels cover each family at least once.
 	for _, fam := range []string{"sandboxd_sandboxes", "sandboxd_tool_calls_total", "sandboxd_tool_call_duration_seconds_bucket",
-		"sandboxd_agent_pipes_open", "sandboxd_agent_reconnects_total", "sandboxd_http_requests_total", "sandboxd_runs_active"} {
+		"sandboxd_agent_pipes_open", "sandboxd_agent_reconnects_total", "sandboxd_http_requests_total", "sandboxd_runs_active",
+		"sandboxd_kernels", "sandboxd_lsp_servers", "sandboxd_lsp_restarts_total", "sandboxd_debug_sessions",
+		"sandboxd_questions_pending", "sandboxd_workers"} {
 		if !used[fam] {
 			t.Errorf("no panel queries %s", fam)
 		}
@@ -88,9 +90,15 @@ func collectExprs(v any, out *[]string) {
 func exportedNames(t *testing.T) map[string]bool {
 	t.Helper()
 	reg := prometheus.NewRegistry()
+	none := func() map[string]int { return nil }
 	m, err := metrics.New(reg,
 		metrics.WithSandboxCounts("docker", func() map[string]int { return map[string]int{"running": 1} }),
-		metrics.WithRunsActive(func() int { return 1 }))
+		metrics.WithRunsActive(func() int { return 1 }),
+		metrics.WithKernels([]string{"python"}, none),
+		metrics.WithLSP([]string{"go"}, none, func() map[string]uint64 { return nil }),
+		metrics.WithDebugSessions(func() int { return 0 }),
+		metrics.WithQuestionsPending(none),
+		metrics.WithWorkers(none))
 	if err != nil {
 		t.Fatal(err)
 	}

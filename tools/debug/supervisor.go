@@ -209,3 +209,16 @@ func orphans(ctx context.Context, ag *agent.Client, label string) ([]proto.Proce
 	}
 	return out, nil
 }
+
+// Sessions counts the live debug sessions, for the metrics.
+func (sv *Supervisor) Sessions() int {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	n := 0
+	for _, c := range sv.convs {
+		if c.sess != nil && !c.sess.state().ended {
+			n++
+		}
+	}
+	return n
+}

@@ -110,6 +110,13 @@ func New(reg Registry, opts ...Option) *Tool {
 // Close detaches from the kernels.
 func (t *Tool) Close() { t.pool.closeAll() }
 
+// Languages lists the kernel languages eval offers (its schema's enum).
+func Languages() []string { return []string{"python", "javascript"} }
+
+// Kernels counts the live kernels this sandboxd is attached to, by
+// language, for the metrics.
+func (t *Tool) Kernels() map[string]int { return t.pool.live() }
+
 const description = `Run Python (default) or JavaScript in a persistent kernel, like a notebook cell: variables, imports and loaded data survive between calls of this conversation.
 - The last expression is shown (Python: not when the cell ends with ';'); display(obj) shows more. A pandas DataFrame comes back as a table; every open matplotlib figure comes back as a PNG image after the cell.
 - IPython idioms work in Python: %pip install (the next import sees the new package), !cmd, x = !cmd, %cd, %%bash, %%timeit, %time, %env, %%writefile.

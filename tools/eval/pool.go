@@ -256,3 +256,16 @@ func execErr(r *proto.ExecResponse) string {
 	}
 	return strings.TrimSpace(string(r.Stderr))
 }
+
+// live counts the attached kernels whose pipe has not ended, by language.
+func (pl *pool) live() map[string]int {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	out := map[string]int{}
+	for _, k := range pl.kernels {
+		if !k.gone() {
+			out[k.lang]++
+		}
+	}
+	return out
+}

@@ -25,6 +25,12 @@ type Manager struct {
 	mu      sync.Mutex // guards sups and ledgers
 	sups    map[string]*supervisor
 	ledgers map[string]*ledger
+
+	// restartsMu guards restarts, crash restarts since start by language.
+	// It is taken on its own, never while acquiring another lock, so a
+	// supervisor may count under its own mutex.
+	restartsMu sync.Mutex
+	restarts   map[string]uint64
 }
 
 type config struct {
@@ -75,7 +81,7 @@ func New(opts ...Option) *Manager {
 	for _, o := range opts {
 		o(&c)
 	}
-	return &Manager{cfg: c, sups: map[string]*supervisor{}, ledgers: map[string]*ledger{}}
+	return &Manager{cfg: c, sups: map[string]*supervisor{}, ledgers: map[string]*ledger{}, restarts: map[string]uint64{}}
 }
 
 // Tools returns lsp and lsp_rename.

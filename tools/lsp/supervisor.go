@@ -141,6 +141,7 @@ func (s *supervisor) server(ctx context.Context, lang *Language, root string) (*
 		}
 		s.restarts[k] = append(recent, now)
 		delete(s.servers, k)
+		s.m.countRestart(lang.Name)
 	}
 	op := &startOp{done: make(chan struct{})}
 	s.starting[k] = op

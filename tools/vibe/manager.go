@@ -417,3 +417,15 @@ func (m *Manager) Close() {
 	case <-time.After(3 * killGrace):
 	}
 }
+
+// Counts returns how many workers the manager knows in each state
+// (StateRunning, StateDone, StateFailed, StateKilled), for the metrics.
+func (m *Manager) Counts() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int{}
+	for _, w := range m.workers {
+		out[w.state]++
+	}
+	return out
+}

@@ -1,0 +1,273 @@
+// Command kubebench measures the Kubernetes backend next to the Docker
+// backend in the same run, on the same sandbox image, and rewrites the
+// kubernetes section of BENCHMARKS.md:
+//
+//   - create-to-ready: Manager.Create until the first agent call answered
+//     (for Kubernetes: the pod scheduled, the agent copied in by the init
+//     container, the sandbox container running, the exec pipe attached);
+//   - a tool call on the open agent pipe (read a 4 KiB file), p50/p90/p99;
+//   - the same call over a fresh exec each time (for Kubernetes one exec
+//     through the API server, as `kubectl exec` does; then the handshake,
+//     the read and the close).
+//
+// Run from the repository root with a cluster up (scripts/k8s-up.sh, which
+// imports the images into the node) and Docker holding the same image:
+//
+//	. /var/lib/sandboxd-k8s/env && go run ./cmd/kubebench [-out BENCHMARKS.md]
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/client"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+
+	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/bench"
+	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/sandbox/docker"
+	"github.com/sandboxd/sandboxd/sandbox/kubernetes"
+	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
+)
+
+type flags struct {
+	image, agentImage string
+	out               string
+	creates           int
+	calls             int
+	fresh             int
+}
+
+func main() {
+	var f flags
+	flag.StringVar(&f.image, "image", "sandboxd-sandbox:latest", "sandbox image (in Docker, and imported into the node)")
+	flag.StringVar(&f.agentImage, "agent-image", envOr("SANDBOXD_TEST_K8S_AGENT_IMAGE", kubernetes.DefaultAgentImage), "image carrying sandbox-agent, imported into the node")
+	flag.StringVar(&f.out, "out", "BENCHMARKS.md", "file whose kubernetes section is rewritten; empty prints it")
+	flag.IntVar(&f.creates, "creates", 5, "sandboxes created per backend")
+	flag.IntVar(&f.calls, "calls", 1000, "tool calls on the open pipe per backend")
+	flag.IntVar(&f.fresh, "fresh", 50, "tool calls over a fresh exec per backend")
+	flag.Parse()
+	if err := run(f); err != nil {
+		fmt.Fprintln(os.Stderr, "kubebench:", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// figures are one backend's measurements.
+type figures struct {
+	create, pipe, fresh []time.Duration
+}
+
+func run(f flags) error {
+	if os.Getenv("KUBECONFIG") == "" {
+		return fmt.Errorf("KUBECONFIG is not set; bring a cluster up with scripts/k8s-up.sh and source /var/lib/sandboxd-k8s/env")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "sandboxd-k8s-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	agentBin, err := sandboxtest.BuildAgent(dir)
+	if err != nil {
+		return err
+	}
+	db, err := docker.New(docker.WithAgentBinary(agentBin), docker.WithDefaultImage(f.image))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	cfg, _, err := kubernetes.LoadConfig("", "")
+	if err != nil {
+		return err
+	}
+	cs, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ns, err := namespace(ctx, cs)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer dcancel()
+		_ = cs.CoreV1().Namespaces().Delete(dctx, ns, metav1.DeleteOptions{})
+	}()
+	kb, err := kubernetes.New(kubernetes.WithClientset(cs, cfg), kubernetes.WithNamespace(ns),
+		kubernetes.WithDefaultImage(f.image), kubernetes.WithAgentImage(f.agentImage), kubernetes.WithImagePullPolicy(corev1.PullNever),
+		// A 2-core node: the pod asks little, its limits match Docker's defaults.
+		kubernetes.WithRequests(sandbox.Resources{CPUs: 0.02, MemoryMB: 32}),
+		kubernetes.WithStartTimeout(2*time.Minute))
+	if err != nil {
+		return err
+	}
+
+	backends := []sandbox.Backend{db, kb}
+	got := map[string]*figures{}
+	for _, b := range backends {
+		got[b.Name()] = &figures{}
+	}
+	tenant := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	// Interleaved, so both backends see the same machine load.
+	for i := range f.creates {
+		for _, b := range backends {
+			d, err := createToReady(ctx, b, tenant, fmt.Sprintf("c%d", i), f.image)
+			if err != nil {
+				return fmt.Errorf("%s create: %w", b.Name(), err)
+			}
+			got[b.Name()].create = append(got[b.Name()].create, d)
+		}
+	}
+	for _, b := range backends {
+		if err := calls(ctx, b, tenant, f, got[b.Name()]); err != nil {
+			return fmt.Errorf("%s calls: %w", b.Name(), err)
+		}
+	}
+	m, err := describe(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		return err
+	}
+	body := report(f, m, v.GitVersion, got)
+	if f.out == "" {
+		fmt.Print(body)
+		return nil
+	}
+	doc, err := os.ReadFile(f.out)
+	if err != nil {
+		return err
+	}
+	nd, err := bench.ReplaceSection(string(doc), "kubernetes", body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(f.out, []byte(nd), 0o644)
+}
+
+// namespace makes a namespace of the run's own, deleted (with its pods) at
+// the end.
+func namespace(ctx context.Context, cs k8s.Interface) (string, error) {
+	var rb [4]byte
+	if _, err := rand.Read(rb[:]); err != nil {
+		return "", err
+	}
+	ns := "sandboxd-bench-" + hex.EncodeToString(rb[:])
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	return ns, err
+}
+
+// createToReady creates a sandbox through a Manager and waits for the first
+// agent answer, then removes it.
+func createToReady(ctx context.Context, b sandbox.Backend, tenant, conv, image string) (time.Duration, error) {
+	m := sandbox.NewManager(b)
+	if err := m.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer m.Close()
+	start := time.Now()
+	info, err := m.Create(ctx, sandbox.Spec{Tenant: tenant, Conversation: conv, Image: image})
+	if err != nil {
+		return 0, err
+	}
+	defer b.Remove(context.WithoutCancel(ctx), info.ID)
+	c, _, err := m.Agent(ctx, tenant, conv)
+	if err == nil {
+		_, err = c.Stat(ctx, &proto.StatRequest{Root: info.Workspace, Path: "."})
+	}
+	return time.Since(start), err
+}
+
+// calls measures reads on the open pipe and over fresh execs.
+func calls(ctx context.Context, b sandbox.Backend, tenant string, f flags, out *figures) error {
+	m := sandbox.NewManager(b)
+	if err := m.Start(ctx); err != nil {
+		return err
+	}
+	defer m.Close()
+	info, err := m.Create(ctx, sandbox.Spec{Tenant: tenant, Conversation: "calls", Image: f.image})
+	if err != nil {
+		return err
+	}
+	defer b.Remove(context.WithoutCancel(ctx), info.ID)
+	c, _, err := m.Agent(ctx, tenant, "calls")
+	if err != nil {
+		return err
+	}
+	data := []byte(strings.Repeat("0123456789abcdef", 256))
+	if err := c.WriteFiles(ctx, &proto.WriteFilesRequest{Root: info.Workspace, Files: []proto.WriteFile{{Path: "bench.txt", Data: data}}}); err != nil {
+		return err
+	}
+	read := func(c *agent.Client) error {
+		r, err := c.ReadFile(ctx, &proto.ReadFileRequest{Root: info.Workspace, Path: "bench.txt"})
+		if err == nil && len(r.Data) != len(data) {
+			err = fmt.Errorf("read %d bytes, want %d", len(r.Data), len(data))
+		}
+		return err
+	}
+	for range 20 { // warm-up
+		if err := read(c); err != nil {
+			return err
+		}
+	}
+	for range f.calls {
+		t := time.Now()
+		if err := read(c); err != nil {
+			return err
+		}
+		out.pipe = append(out.pipe, time.Since(t))
+	}
+	for range f.fresh {
+		t := time.Now()
+		rwc, err := b.AttachAgent(ctx, info.ID)
+		if err != nil {
+			return err
+		}
+		fc, err := agent.NewClient(ctx, rwc)
+		if err == nil {
+			err = read(fc)
+			fc.Close()
+		}
+		rwc.Close()
+		if err != nil {
+			return err
+		}
+		out.fresh = append(out.fresh, time.Since(t))
+	}
+	return nil
+}
+
+func describe(ctx context.Context) (string, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	m, err := bench.DescribeMachine(ctx, cli)
+	if err != nil {
+		return "", err
+	}
+	return m.String(), nil
+}
