@@ -23,7 +23,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -31,8 +30,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 
-	"github.com/sandboxd/sandboxd/agent"
-	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/bench"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
@@ -71,9 +68,7 @@ func envOr(k, def string) string {
 }
 
 // figures are one backend's measurements.
-type figures struct {
-	create, pipe, fresh []time.Duration
-}
+type figures = bench.BackendFigures
 
 func run(f flags) error {
 	if os.Getenv("KUBECONFIG") == "" {
@@ -131,15 +126,15 @@ func run(f flags) error {
 	// Interleaved, so both backends see the same machine load.
 	for i := range f.creates {
 		for _, b := range backends {
-			d, err := createToReady(ctx, b, tenant, fmt.Sprintf("c%d", i), f.image)
+			d, err := bench.CreateToReady(ctx, b, tenant, fmt.Sprintf("c%d", i), f.image)
 			if err != nil {
 				return fmt.Errorf("%s create: %w", b.Name(), err)
 			}
-			got[b.Name()].create = append(got[b.Name()].create, d)
+			got[b.Name()].Create = append(got[b.Name()].Create, d)
 		}
 	}
 	for _, b := range backends {
-		if err := calls(ctx, b, tenant, f, got[b.Name()]); err != nil {
+		if err := bench.PipeReads(ctx, b, tenant, f.image, f.calls, f.fresh, got[b.Name()]); err != nil {
 			return fmt.Errorf("%s calls: %w", b.Name(), err)
 		}
 	}
@@ -177,86 +172,6 @@ func namespace(ctx context.Context, cs k8s.Interface) (string, error) {
 	ns := "sandboxd-bench-" + hex.EncodeToString(rb[:])
 	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	return ns, err
-}
-
-// createToReady creates a sandbox through a Manager and waits for the first
-// agent answer, then removes it.
-func createToReady(ctx context.Context, b sandbox.Backend, tenant, conv, image string) (time.Duration, error) {
-	m := sandbox.NewManager(b)
-	if err := m.Start(ctx); err != nil {
-		return 0, err
-	}
-	defer m.Close()
-	start := time.Now()
-	info, err := m.Create(ctx, sandbox.Spec{Tenant: tenant, Conversation: conv, Image: image})
-	if err != nil {
-		return 0, err
-	}
-	defer b.Remove(context.WithoutCancel(ctx), info.ID)
-	c, _, err := m.Agent(ctx, tenant, conv)
-	if err == nil {
-		_, err = c.Stat(ctx, &proto.StatRequest{Root: info.Workspace, Path: "."})
-	}
-	return time.Since(start), err
-}
-
-// calls measures reads on the open pipe and over fresh execs.
-func calls(ctx context.Context, b sandbox.Backend, tenant string, f flags, out *figures) error {
-	m := sandbox.NewManager(b)
-	if err := m.Start(ctx); err != nil {
-		return err
-	}
-	defer m.Close()
-	info, err := m.Create(ctx, sandbox.Spec{Tenant: tenant, Conversation: "calls", Image: f.image})
-	if err != nil {
-		return err
-	}
-	defer b.Remove(context.WithoutCancel(ctx), info.ID)
-	c, _, err := m.Agent(ctx, tenant, "calls")
-	if err != nil {
-		return err
-	}
-	data := []byte(strings.Repeat("0123456789abcdef", 256))
-	if err := c.WriteFiles(ctx, &proto.WriteFilesRequest{Root: info.Workspace, Files: []proto.WriteFile{{Path: "bench.txt", Data: data}}}); err != nil {
-		return err
-	}
-	read := func(c *agent.Client) error {
-		r, err := c.ReadFile(ctx, &proto.ReadFileRequest{Root: info.Workspace, Path: "bench.txt"})
-		if err == nil && len(r.Data) != len(data) {
-			err = fmt.Errorf("read %d bytes, want %d", len(r.Data), len(data))
-		}
-		return err
-	}
-	for range 20 { // warm-up
-		if err := read(c); err != nil {
-			return err
-		}
-	}
-	for range f.calls {
-		t := time.Now()
-		if err := read(c); err != nil {
-			return err
-		}
-		out.pipe = append(out.pipe, time.Since(t))
-	}
-	for range f.fresh {
-		t := time.Now()
-		rwc, err := b.AttachAgent(ctx, info.ID)
-		if err != nil {
-			return err
-		}
-		fc, err := agent.NewClient(ctx, rwc)
-		if err == nil {
-			err = read(fc)
-			fc.Close()
-		}
-		rwc.Close()
-		if err != nil {
-			return err
-		}
-		out.fresh = append(out.fresh, time.Since(t))
-	}
-	return nil
 }
 
 func describe(ctx context.Context) (string, error) {

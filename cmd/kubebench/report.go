@@ -27,7 +27,7 @@ func report(f flags, machine, k8sVersion string, got map[string]*figures) string
 	} {
 		for _, name := range []string{"docker", "kubernetes"} {
 			g := got[name]
-			s := map[string][]time.Duration{"create": g.create, "pipe": g.pipe, "fresh": g.fresh}[k.field]
+			s := map[string][]time.Duration{"create": g.Create, "pipe": g.Pipe, "fresh": g.Fresh}[k.field]
 			row(k.what, name, s)
 		}
 	}
@@ -41,8 +41,8 @@ func report(f flags, machine, k8sVersion string, got map[string]*figures) string
 
 // checks computes the targets from the figures.
 func checks(got map[string]*figures) []bench.Check {
-	dp, kp := bench.Percentile(got["docker"].pipe, 50), bench.Percentile(got["kubernetes"].pipe, 50)
-	kf := bench.Percentile(got["kubernetes"].fresh, 50)
+	dp, kp := bench.Percentile(got["docker"].Pipe, 50), bench.Percentile(got["kubernetes"].Pipe, 50)
+	kf := bench.Percentile(got["kubernetes"].Fresh, 50)
 	diff := kp - dp
 	if diff < 0 {
 		diff = -diff

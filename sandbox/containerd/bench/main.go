@@ -24,8 +24,6 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"github.com/sandboxd/sandboxd/agent"
-	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/bench"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/containerd"
@@ -56,9 +54,7 @@ func main() {
 }
 
 // figures are one backend's measurements.
-type figures struct {
-	create, pipe, fresh []time.Duration
-}
+type figures = bench.BackendFigures
 
 func run(f flags) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -95,15 +91,15 @@ func run(f flags) error {
 	// Interleaved, so both backends see the same machine load.
 	for i := range f.creates {
 		for _, b := range backends {
-			d, err := createToReady(ctx, b, tenant, fmt.Sprintf("c%d", i), f.image)
+			d, err := bench.CreateToReady(ctx, b, tenant, fmt.Sprintf("c%d", i), f.image)
 			if err != nil {
 				return fmt.Errorf("%s create: %w", b.Name(), err)
 			}
-			got[b.Name()].create = append(got[b.Name()].create, d)
+			got[b.Name()].Create = append(got[b.Name()].Create, d)
 		}
 	}
 	for _, b := range backends {
-		if err := calls(ctx, b, tenant, f, got[b.Name()]); err != nil {
+		if err := bench.PipeReads(ctx, b, tenant, f.image, f.calls, f.fresh, got[b.Name()]); err != nil {
 			return fmt.Errorf("%s calls: %w", b.Name(), err)
 		}
 	}
@@ -129,86 +125,6 @@ func run(f flags) error {
 		return err
 	}
 	return os.WriteFile(f.out, []byte(nd), 0o644)
-}
-
-// createToReady creates a sandbox through a Manager and waits for the first
-// agent answer, then removes it.
-func createToReady(ctx context.Context, b sandbox.Backend, tenant, conv, image string) (time.Duration, error) {
-	m := sandbox.NewManager(b)
-	if err := m.Start(ctx); err != nil {
-		return 0, err
-	}
-	defer m.Close()
-	start := time.Now()
-	info, err := m.Create(ctx, sandbox.Spec{Tenant: tenant, Conversation: conv, Image: image})
-	if err != nil {
-		return 0, err
-	}
-	defer b.Remove(context.WithoutCancel(ctx), info.ID)
-	c, _, err := m.Agent(ctx, tenant, conv)
-	if err == nil {
-		_, err = c.Stat(ctx, &proto.StatRequest{Root: info.Workspace, Path: "."})
-	}
-	return time.Since(start), err
-}
-
-// calls measures reads on the open pipe and over fresh execs.
-func calls(ctx context.Context, b sandbox.Backend, tenant string, f flags, out *figures) error {
-	m := sandbox.NewManager(b)
-	if err := m.Start(ctx); err != nil {
-		return err
-	}
-	defer m.Close()
-	info, err := m.Create(ctx, sandbox.Spec{Tenant: tenant, Conversation: "calls", Image: f.image})
-	if err != nil {
-		return err
-	}
-	defer b.Remove(context.WithoutCancel(ctx), info.ID)
-	c, _, err := m.Agent(ctx, tenant, "calls")
-	if err != nil {
-		return err
-	}
-	data := []byte(strings.Repeat("0123456789abcdef", 256))
-	if err := c.WriteFiles(ctx, &proto.WriteFilesRequest{Root: info.Workspace, Files: []proto.WriteFile{{Path: "bench.txt", Data: data}}}); err != nil {
-		return err
-	}
-	read := func(c *agent.Client) error {
-		r, err := c.ReadFile(ctx, &proto.ReadFileRequest{Root: info.Workspace, Path: "bench.txt"})
-		if err == nil && len(r.Data) != len(data) {
-			err = fmt.Errorf("read %d bytes, want %d", len(r.Data), len(data))
-		}
-		return err
-	}
-	for range 20 { // warm-up
-		if err := read(c); err != nil {
-			return err
-		}
-	}
-	for range f.calls {
-		t := time.Now()
-		if err := read(c); err != nil {
-			return err
-		}
-		out.pipe = append(out.pipe, time.Since(t))
-	}
-	for range f.fresh {
-		t := time.Now()
-		rwc, err := b.AttachAgent(ctx, info.ID)
-		if err != nil {
-			return err
-		}
-		fc, err := agent.NewClient(ctx, rwc)
-		if err == nil {
-			err = read(fc)
-			fc.Close()
-		}
-		rwc.Close()
-		if err != nil {
-			return err
-		}
-		out.fresh = append(out.fresh, time.Since(t))
-	}
-	return nil
 }
 
 func describe(ctx context.Context) (string, error) {
@@ -241,12 +157,12 @@ func report(f flags, machine, ctdVersion string, got map[string]*figures) string
 	} {
 		for _, name := range []string{"docker", "containerd"} {
 			g := got[name]
-			s := map[string][]time.Duration{"create": g.create, "pipe": g.pipe, "fresh": g.fresh}[k.field]
+			s := map[string][]time.Duration{"create": g.Create, "pipe": g.Pipe, "fresh": g.Fresh}[k.field]
 			row(k.what, name, s)
 		}
 	}
-	dp, cp := bench.Percentile(got["docker"].pipe, 50), bench.Percentile(got["containerd"].pipe, 50)
-	cf := bench.Percentile(got["containerd"].fresh, 50)
+	dp, cp := bench.Percentile(got["docker"].Pipe, 50), bench.Percentile(got["containerd"].Pipe, 50)
+	cf := bench.Percentile(got["containerd"].Fresh, 50)
 	diff := cp - dp
 	if diff < 0 {
 		diff = -diff
