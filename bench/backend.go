@@ -98,3 +98,30 @@ func PipeReads(ctx context.Context, b sandbox.Backend, tenant, image string, cal
 	}
 	return nil
 }
+
+// CompareBackends measures every backend the same way in one run: creates
+// interleaved (one per backend in turn, so all see the same machine load),
+// then reads on one open pipe and over fresh execs per backend. The
+// figures are keyed by backend name.
+func CompareBackends(ctx context.Context, backends []sandbox.Backend, image string, creates, calls, fresh int) (map[string]*BackendFigures, error) {
+	got := map[string]*BackendFigures{}
+	for _, b := range backends {
+		got[b.Name()] = &BackendFigures{}
+	}
+	tenant := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	for i := range creates {
+		for _, b := range backends {
+			d, err := CreateToReady(ctx, b, tenant, fmt.Sprintf("c%d", i), image)
+			if err != nil {
+				return nil, fmt.Errorf("%s create: %w", b.Name(), err)
+			}
+			got[b.Name()].Create = append(got[b.Name()].Create, d)
+		}
+	}
+	for _, b := range backends {
+		if err := PipeReads(ctx, b, tenant, image, calls, fresh, got[b.Name()]); err != nil {
+			return nil, fmt.Errorf("%s calls: %w", b.Name(), err)
+		}
+	}
+	return got, nil
+}

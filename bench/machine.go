@@ -86,3 +86,18 @@ func LoadAverage() string {
 	}
 	return strings.Join(f[:3], " ")
 }
+
+// DescribeLocalMachine describes this machine and the Docker engine that
+// DOCKER_HOST (or the default socket) names.
+func DescribeLocalMachine(ctx context.Context) (string, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	m, err := DescribeMachine(ctx, cli)
+	if err != nil {
+		return "", err
+	}
+	return m.String(), nil
+}

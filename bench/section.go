@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 )
@@ -46,4 +47,18 @@ func ReplaceSection(doc, name, body string) (string, error) {
 		return "", fmt.Errorf("the document has %q before %q; fix the order and rerun", end, start)
 	}
 	return doc[:i] + block + doc[j+len(end):], nil
+}
+
+// WriteSection replaces section name of the file at path with body (see
+// ReplaceSection); a missing file is created with just that section.
+func WriteSection(path, name, body string) error {
+	doc, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	next, err := ReplaceSection(string(doc), name, body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(next), 0o644)
 }

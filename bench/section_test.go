@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -56,5 +57,27 @@ func TestReplaceSectionRefusesBrokenMarkers(t *testing.T) {
 		if _, err := ReplaceSection("", bad, "b"); err == nil {
 			t.Errorf("name %q accepted", bad)
 		}
+	}
+}
+
+func TestWriteSectionCreatesAndReplaces(t *testing.T) {
+	path := t.TempDir() + "/BENCHMARKS.md"
+	if err := WriteSection(path, "one", "first"); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSection(path, "two", "second"); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSection(path, "one", "again"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(got)
+	if strings.Contains(s, "first") || !strings.Contains(s, "again") || !strings.Contains(s, "second") ||
+		strings.Index(s, "again") > strings.Index(s, "second") {
+		t.Fatalf("after three writes the file is:\n%s", s)
 	}
 }

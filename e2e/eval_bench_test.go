@@ -151,15 +151,7 @@ func TestEvalBenchmark(t *testing.T) {
 	if out == "" {
 		out = "../BENCHMARKS.md"
 	}
-	doc, err := os.ReadFile(out)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	nd, err := bench.ReplaceSection(string(doc), "eval", b.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(out, []byte(nd), 0o644); err != nil {
+	if err := bench.WriteSection(out, "eval", b.String()); err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + b.String())

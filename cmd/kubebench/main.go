@@ -25,7 +25,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/docker/docker/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
@@ -118,27 +117,11 @@ func run(f flags) error {
 	}
 
 	backends := []sandbox.Backend{db, kb}
-	got := map[string]*figures{}
-	for _, b := range backends {
-		got[b.Name()] = &figures{}
+	got, err := bench.CompareBackends(ctx, backends, f.image, f.creates, f.calls, f.fresh)
+	if err != nil {
+		return err
 	}
-	tenant := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	// Interleaved, so both backends see the same machine load.
-	for i := range f.creates {
-		for _, b := range backends {
-			d, err := bench.CreateToReady(ctx, b, tenant, fmt.Sprintf("c%d", i), f.image)
-			if err != nil {
-				return fmt.Errorf("%s create: %w", b.Name(), err)
-			}
-			got[b.Name()].Create = append(got[b.Name()].Create, d)
-		}
-	}
-	for _, b := range backends {
-		if err := bench.PipeReads(ctx, b, tenant, f.image, f.calls, f.fresh, got[b.Name()]); err != nil {
-			return fmt.Errorf("%s calls: %w", b.Name(), err)
-		}
-	}
-	m, err := describe(ctx)
+	m, err := bench.DescribeLocalMachine(ctx)
 	if err != nil {
 		return err
 	}
@@ -151,15 +134,7 @@ func run(f flags) error {
 		fmt.Print(body)
 		return nil
 	}
-	doc, err := os.ReadFile(f.out)
-	if err != nil {
-		return err
-	}
-	nd, err := bench.ReplaceSection(string(doc), "kubernetes", body)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(f.out, []byte(nd), 0o644)
+	return bench.WriteSection(f.out, "kubernetes", body)
 }
 
 // namespace makes a namespace of the run's own, deleted (with its pods) at
@@ -172,17 +147,4 @@ func namespace(ctx context.Context, cs k8s.Interface) (string, error) {
 	ns := "sandboxd-bench-" + hex.EncodeToString(rb[:])
 	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	return ns, err
-}
-
-func describe(ctx context.Context) (string, error) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return "", err
-	}
-	defer cli.Close()
-	m, err := bench.DescribeMachine(ctx, cli)
-	if err != nil {
-		return "", err
-	}
-	return m.String(), nil
 }

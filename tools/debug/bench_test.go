@@ -364,15 +364,7 @@ func report(b *testing.B, f *benchFigures) {
 		"each peer launch starts `docker exec -i` and ends at the `stopped` event. The stack calls alternate raw pipe, tool and peer on one stopped session each. " +
 		"pydevd (inside the debuggee) writes each message as a header and a body in two sends with Nagle on, so a session whose adapter delays its ACK waits about 40 ms per answer; " +
 		"the tool starts debugpy's adapter with TCP_QUICKACK set before each read, the peers run it unchanged, so a peer row with a p50 near 40 ms is that stall (which session meets it varies from run to run).\n")
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := bench.ReplaceSection(string(doc), "debug", body.String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+	if err := bench.WriteSection(path, "debug", body.String()); err != nil {
 		b.Fatal(err)
 	}
 }

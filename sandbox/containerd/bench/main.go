@@ -22,8 +22,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/sandboxd/sandboxd/bench"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/containerd"
@@ -83,27 +81,11 @@ func run(f flags) error {
 	}
 
 	backends := []sandbox.Backend{db, cb}
-	got := map[string]*figures{}
-	for _, b := range backends {
-		got[b.Name()] = &figures{}
+	got, err := bench.CompareBackends(ctx, backends, f.image, f.creates, f.calls, f.fresh)
+	if err != nil {
+		return err
 	}
-	tenant := fmt.Sprintf("bench-%d", time.Now().UnixNano())
-	// Interleaved, so both backends see the same machine load.
-	for i := range f.creates {
-		for _, b := range backends {
-			d, err := bench.CreateToReady(ctx, b, tenant, fmt.Sprintf("c%d", i), f.image)
-			if err != nil {
-				return fmt.Errorf("%s create: %w", b.Name(), err)
-			}
-			got[b.Name()].Create = append(got[b.Name()].Create, d)
-		}
-	}
-	for _, b := range backends {
-		if err := bench.PipeReads(ctx, b, tenant, f.image, f.calls, f.fresh, got[b.Name()]); err != nil {
-			return fmt.Errorf("%s calls: %w", b.Name(), err)
-		}
-	}
-	m, err := describe(ctx)
+	m, err := bench.DescribeLocalMachine(ctx)
 	if err != nil {
 		return err
 	}
@@ -116,28 +98,7 @@ func run(f flags) error {
 		fmt.Print(body)
 		return nil
 	}
-	doc, err := os.ReadFile(f.out)
-	if err != nil {
-		return err
-	}
-	nd, err := bench.ReplaceSection(string(doc), "containerd", body)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(f.out, []byte(nd), 0o644)
-}
-
-func describe(ctx context.Context) (string, error) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return "", err
-	}
-	defer cli.Close()
-	m, err := bench.DescribeMachine(ctx, cli)
-	if err != nil {
-		return "", err
-	}
-	return m.String(), nil
+	return bench.WriteSection(f.out, "containerd", body)
 }
 
 func report(f flags, machine, ctdVersion string, got map[string]*figures) string {

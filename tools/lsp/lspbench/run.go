@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -268,15 +267,7 @@ func report(ctx context.Context, out, image string, f figures) error {
 		"The sandboxd path does per call what the tool does: find the project root (cached for 10 s); read the file, the files open in the server and the files recent answers pointed into in ONE agent round trip; find the symbol and convert to UTF-16; send one LSP request over the agent's stdio streams; quote the answer's line from that read. When the file is already open in the server the request goes out against the server's copy while the read is in flight, and its answer is kept only if the read shows nothing changed (else it is asked again after the sync), so the two round trips overlap; the reference row shows what one agent round trip costs here. "+
 		"First answer: %d fresh sandboxes one after another. Diagnostics on write: the `edit` tool through the registry on the same file, with and without the hook, alternating; the gopls quiet period (%s) dominates. %s in all.\n",
 		f.rounds, f.first.N, goQuiet(), f.elapsed.Round(time.Second))
-	doc, err := os.ReadFile(out)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	next, err := bench.ReplaceSection(string(doc), "lsp", b.String())
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(out, []byte(next), 0o644); err != nil {
+	if err := bench.WriteSection(out, "lsp", b.String()); err != nil {
 		return err
 	}
 	fmt.Print(b.String())
