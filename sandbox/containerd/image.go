@@ -32,7 +32,13 @@ func (b *Backend) HasImage(ctx context.Context, name string) (bool, error) {
 // a registry, so this is how the Docker-built default image reaches
 // containerd; scripts/containerd-import.sh does the same with ctr.
 func (b *Backend) ImportFromDocker(ctx context.Context, name string) error {
-	ctx = b.nsCtx(ctx)
+	// A lease keeps what the import and the unpack create from the garbage
+	// collector until the image's config carries its snapshot reference.
+	ctx, done, err := b.cli.WithLease(b.nsCtx(ctx))
+	if err != nil {
+		return engineErr("take a lease for importing "+name, err)
+	}
+	defer func() { _ = done(context.WithoutCancel(ctx)) }()
 	cmd := exec.CommandContext(ctx, "docker", "save", name)
 	var stderr bytes.Buffer
 	cmd.Stderr = &limitedBuffer{buf: &stderr, max: 8 << 10}
@@ -59,17 +65,36 @@ func (b *Backend) ImportFromDocker(ctx context.Context, name string) error {
 		if i.Name != want {
 			continue
 		}
-		img := containerd.NewImage(b.cli, i)
-		if err := img.Unpack(ctx, b.snapshotter); err != nil {
-			return engineErr("unpack image "+name, err)
-		}
-		return nil
+		return b.unpack(ctx, containerd.NewImage(b.cli, i), name)
 	}
 	names := make([]string, 0, len(imgs))
 	for _, i := range imgs {
 		names = append(names, i.Name)
 	}
 	return errdefs.Internal("importing %s into containerd gave images %v, not %s", name, names, want)
+}
+
+// unpack unpacks img for the snapshotter and checks that it stayed so. A
+// snapshot that already existed (a new build over the same layers) is not
+// covered by the lease: the collector, woken by the replaced image, can take
+// it between the unpacker's existence check and the label that references
+// it. Checking and unpacking again closes that window; the lease protects a
+// snapshot the unpacker makes itself.
+func (b *Backend) unpack(ctx context.Context, img containerd.Image, name string) error {
+	const attempts = 3
+	for range attempts {
+		if err := img.Unpack(ctx, b.snapshotter); err != nil {
+			return engineErr("unpack image "+name, err)
+		}
+		ok, err := img.IsUnpacked(ctx, b.snapshotter)
+		if err != nil {
+			return engineErr("check the unpacked image "+name, err)
+		}
+		if ok {
+			return nil
+		}
+	}
+	return errdefs.Unavailable("image %s lost its unpacked layers %d times in a row; containerd's garbage collector keeps removing them, try again", name, attempts)
 }
 
 // SyncFromDocker makes the namespace hold the same image as the local Docker
