@@ -59,7 +59,7 @@ BENCH_FLAGS ?=
 bench: build images
 	GO=$(GO) BENCH_FLAGS='$(BENCH_FLAGS)' scripts/bench.sh
 
-# A real single-node Kubernetes 1.37 built from the module proxy (binaries cached in .cache/k8s);
+# A real single-node Kubernetes 1.37 built from the module proxy (binaries cached in /var/cache/sandboxd-k8s);
 # the Kubernetes backend's tests run against it with SANDBOXD_TEST_KUBERNETES=1 and its KUBECONFIG.
 cluster-up: build images images-sandboxd
 	scripts/k8s-up.sh

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes binaries a single-node test cluster needs (kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet, kubectl) from the Go module proxy
-# and caches them under .cache/k8s/<version>/bin. A cached binary is never rebuilt.
+# and caches them under $K8S_CACHE/<version>/bin (default /var/cache/sandboxd-k8s/build,
+# outside the checkout so every clean checkout on the machine reuses it). A cached binary
+# is never rebuilt.
 #
 # `go install k8s.io/kubernetes/...@vX` is refused because k8s.io/kubernetes replaces
 # its staging modules with local paths, so a throwaway module requires it and pins
@@ -10,16 +12,13 @@
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-CACHE="${K8S_CACHE:-$ROOT/.cache/k8s}"
+CACHE="${K8S_CACHE:-/var/cache/sandboxd-k8s/build}"
 OUT="$CACHE/$K8S_VERSION/bin"
 SRC="$CACHE/$K8S_VERSION/src"
 GO="${GO:-go}"
 export PATH="$PATH:/usr/local/go/bin"
 
 mkdir -p "$OUT" "$SRC"
-# Keep the cache out of git without touching the repository's .gitignore.
-[ -f "$ROOT/.cache/.gitignore" ] || { mkdir -p "$ROOT/.cache"; echo '*' >"$ROOT/.cache/.gitignore"; }
 
 staging_version="v0.${K8S_VERSION#v1.}"
 

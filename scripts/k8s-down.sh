@@ -3,12 +3,11 @@
 # kubelet, the control plane, etcd and the private containerd are stopped;
 # pod volumes are unmounted; the bridge, the kubepods cgroups and the paths
 # some components write outside their root are removed. The binaries and
-# the imported images (.cache/k8s and $K8S_IMAGE_CACHE) stay for the next bring-up;
+# the imported images ($K8S_CACHE and $K8S_IMAGE_CACHE, under /var/cache/sandboxd-k8s) stay for the next bring-up;
 # PURGE=1 removes those too. Safe to run when nothing is up.
 set -uo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-CACHE="${K8S_CACHE:-$ROOT/.cache/k8s}"
+CACHE="${K8S_CACHE:-/var/cache/sandboxd-k8s/build}"
 RUN="${K8S_RUN_DIR:-/var/lib/sandboxd-k8s}"
 # The private containerd's root outlives a teardown, so imported images are
 # reused; it is kept out of the repository (gigabytes of image layers).

@@ -16,7 +16,7 @@ set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-CACHE="${K8S_CACHE:-$ROOT/.cache/k8s}"
+CACHE="${K8S_CACHE:-/var/cache/sandboxd-k8s/build}"
 RUN="${K8S_RUN_DIR:-/var/lib/sandboxd-k8s}"
 # The private containerd's root outlives a teardown, so imported images are
 # reused; it is kept out of the repository (gigabytes of image layers).

@@ -2,7 +2,10 @@
 # The one test command (`make test`; CI's .ci/run calls exactly that). On a fresh Debian 12 machine
 # it does its own set-up: installs Docker and debootstrap where missing, starts an engine where none
 # runs, builds the binaries and the sandbox image, then runs lint, the unit and integration tests
-# (real Docker, -race) and the end-to-end tests against the built binaries.
+# (real Docker, -race) and the end-to-end tests against the built binaries; last it builds a
+# single-node Kubernetes from the Go module proxy (binaries cached in /var/cache/sandboxd-k8s,
+# outside the checkout), installs the chart there and runs the cluster suites, then tears the
+# cluster down whatever happened. SANDBOXD_TEST_KUBERNETES=0 leaves the cluster part out.
 # Logs go to ./artifacts/ (TEST_TIMEOUT bounds each go test run; default 30m).
 set -euo pipefail
 
@@ -59,6 +62,30 @@ if ((${#e2e[@]})); then
 else
 	echo "error: no e2e package under ./e2e; the end-to-end tests must exist." >&2
 	exit 1
+fi
+
+# The cluster: built when the module proxy can serve Kubernetes (it can on the machines this runs
+# on); a machine that cannot build it skips these suites and says so, a cluster that builds but
+# fails its tests fails the run.
+if [ "${SANDBOXD_TEST_KUBERNETES:-1}" = 0 ]; then
+	section "kubernetes: skipped (SANDBOXD_TEST_KUBERNETES=0)"
+else
+	section "kubernetes: build the binaries (scripts/k8s-build.sh, cached)"
+	if ! scripts/k8s-build.sh 2>&1 | tee "$ARTIFACTS/k8s-build.log"; then
+		echo "warning: Kubernetes cannot be built on this machine (see artifacts/k8s-build.log); the cluster suites are skipped." >&2
+	else
+		section "kubernetes: sandboxd's image (make images-sandboxd)"
+		make images-sandboxd 2>&1 | tee "$ARTIFACTS/images-sandboxd.log"
+		section "kubernetes: a single-node cluster (scripts/k8s-up.sh)"
+		# Torn down on every exit, with the cluster's logs kept first.
+		trap 'cp -r /var/lib/sandboxd-k8s/logs "$ARTIFACTS/k8s-logs" 2>/dev/null; scripts/k8s-down.sh >"$ARTIFACTS/k8s-down.log" 2>&1' EXIT
+		scripts/k8s-up.sh 2>&1 | tee "$ARTIFACTS/k8s-up.log"
+		# shellcheck disable=SC1091 # written by k8s-up.sh
+		. /var/lib/sandboxd-k8s/env
+		section "kubernetes: backend suite, chart install and e2e on the cluster (go test -race)"
+		SANDBOXD_TEST_KUBERNETES=1 "$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" -v \
+			-run 'Cluster|Kubernetes|Chart' ./sandbox/kubernetes/ ./e2e/ 2>&1 | tee "$ARTIFACTS/test-kubernetes.log"
+	fi
 fi
 
 section "all tests passed in $((SECONDS - start))s (logs in artifacts/)"
