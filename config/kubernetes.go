@@ -27,6 +27,12 @@ type Kubernetes struct {
 	// all traffic of sandboxes created with network "none". It needs a CNI
 	// plugin that enforces NetworkPolicy, and RBAC on networkpolicies.
 	NetworkPolicy bool `yaml:"network_policy"`
+	// LinksDown gives network "none" sandboxes an init container with
+	// NET_ADMIN that takes the pod's interfaces down before the sandbox
+	// starts, so they have no way out on any CNI (default true). Pod
+	// Security's baseline and restricted levels forbid NET_ADMIN: set it
+	// false there and rely on network_policy.
+	LinksDown *bool `yaml:"links_down"`
 	// Requests are what the scheduler reserves per sandbox; the limits come
 	// from the sandbox request (default cpus 0.1, memory_mb 256).
 	Requests KubernetesRequests `yaml:"requests"`

@@ -6,7 +6,7 @@ import (
 )
 
 func TestKubernetesKeys(t *testing.T) {
-	c, err := Parse([]byte("kubernetes:\n  namespace: sandboxes\n  agent_image: sandboxd:1\n  image_pull_policy: Never\n  network_policy: true\n  requests: {cpus: 0.2, memory_mb: 128}\n  start_timeout: 90s\n"))
+	c, err := Parse([]byte("kubernetes:\n  namespace: sandboxes\n  agent_image: sandboxd:1\n  image_pull_policy: Never\n  network_policy: true\n  links_down: false\n  requests: {cpus: 0.2, memory_mb: 128}\n  start_timeout: 90s\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -14,6 +14,12 @@ func TestKubernetesKeys(t *testing.T) {
 	if k.Namespace != "sandboxes" || k.AgentImage != "sandboxd:1" || k.ImagePullPolicy != "Never" || !k.NetworkPolicy ||
 		k.Requests.CPUs != 0.2 || k.Requests.MemoryMB != 128 || k.StartTimeout.D().Seconds() != 90 {
 		t.Fatalf("kubernetes = %+v", k)
+	}
+	if k.LinksDown == nil || *k.LinksDown {
+		t.Errorf("links_down: false read as %v", k.LinksDown)
+	}
+	if c, err := Parse([]byte("kubernetes: {namespace: x}\n")); err != nil || c.Kubernetes.LinksDown != nil {
+		t.Errorf("links_down unset = %v, %v; want nil (the backend's default, on)", c.Kubernetes.LinksDown, err)
 	}
 	if _, err := Parse([]byte("kubernetes:\n  namespce: x\n")); err == nil || !strings.Contains(err.Error(), "namespce") {
 		t.Errorf("a typo in a kubernetes key = %v, want it named", err)

@@ -25,6 +25,9 @@ func newKubernetes(cfg *config.Config, log *slog.Logger) (*kubernetes.Backend, e
 		kubernetes.WithNodeSelector(k.NodeSelector),
 		kubernetes.WithLogger(log.With("backend", "kubernetes")),
 	}
+	if k.LinksDown != nil {
+		opts = append(opts, kubernetes.WithLinksDown(*k.LinksDown))
+	}
 	if k.Namespace != "" {
 		opts = append(opts, kubernetes.WithNamespace(k.Namespace))
 	}

@@ -234,6 +234,9 @@ func TestDefaultValues(t *testing.T) {
 	if cfg.Kubernetes.Namespace != releaseNS || cfg.Kubernetes.AgentImage != "sandboxd:latest" || cfg.Kubernetes.NetworkPolicy || len(cfg.Tenants) != 0 {
 		t.Errorf("config kubernetes = %+v, tenants %v", cfg.Kubernetes, cfg.Tenants)
 	}
+	if cfg.Kubernetes.LinksDown == nil || !*cfg.Kubernetes.LinksDown {
+		t.Errorf("config links_down = %v, want true by default", cfg.Kubernetes.LinksDown)
+	}
 	if cfg.DefaultImage != "sandboxd-sandbox:latest" {
 		t.Errorf("default_image = %q", cfg.DefaultImage)
 	}
@@ -257,8 +260,11 @@ func TestProductionValues(t *testing.T) {
 		t.Errorf("data volume = %v, want the PVC", get(d, "spec", "template", "spec", "volumes", "4"))
 	}
 	must(t, objs, "PersistentVolumeClaim/sd-sandboxd")
-	if ns := must(t, objs, "Namespace/sandboxes"); str(ns, "metadata", "labels", "pod-security.kubernetes.io/enforce") == "" {
-		t.Errorf("the sandbox namespace has no pod security level: %v", ns)
+	// Baseline would refuse the sandboxes' SYS_PTRACE (and NET_ADMIN of the
+	// links-down init container): the namespace must admit them.
+	if ns := must(t, objs, "Namespace/sandboxes"); str(ns, "metadata", "labels", "pod-security.kubernetes.io/enforce") != "privileged" {
+		t.Errorf("the sandbox namespace enforces %q, want privileged (baseline refuses SYS_PTRACE): %v",
+			str(ns, "metadata", "labels", "pod-security.kubernetes.io/enforce"), ns)
 	}
 	for _, k := range []string{"Role/sd-sandboxd", "RoleBinding/sd-sandboxd", "NetworkPolicy/sd-sandboxd-deny-sandbox-network"} {
 		if ns := str(must(t, objs, k), "metadata", "namespace"); ns != "sandboxes" {
@@ -274,6 +280,9 @@ func TestProductionValues(t *testing.T) {
 	if k.Namespace != "sandboxes" || k.RuntimeClassName != "gvisor" || k.ImagePullPolicy != "Never" || k.AgentImage != "registry.example.com/sandboxd:v1.2.3" ||
 		k.NodeSelector["sandboxd.io/pool"] != "sandboxes" {
 		t.Errorf("config kubernetes = %+v", k)
+	}
+	if k.LinksDown == nil || *k.LinksDown {
+		t.Errorf("links_down = %v, want false from sandboxes.linksDown", k.LinksDown)
 	}
 	if time.Duration(cfg.IdleTTL) != 30*time.Minute {
 		t.Errorf("idle_ttl = %v, want extraConfig's 30m", cfg.IdleTTL)

@@ -102,6 +102,7 @@ func TestSuite(t *testing.T) {
 		return b
 	},
 		sandboxtest.WithImage(testImage),
+		sandboxtest.WithIsolation(),
 		sandboxtest.WithCounter(func(ctx context.Context, tenant string) (int, error) {
 			// What `ctr -n sandboxd containers ls` shows, not what the backend believes.
 			cs, err := b.cli.Containers(b.nsCtx(ctx), `labels."`+sandbox.LabelTenant+`"==`+tenant)

@@ -112,6 +112,7 @@ func TestSuite(t *testing.T) {
 		return b
 	},
 		sandboxtest.WithImage(testImage),
+		sandboxtest.WithIsolation(),
 		sandboxtest.WithCounter(func(ctx context.Context, tenant string) (int, error) {
 			// What `docker ps -a --filter label=...` shows, not what the backend believes.
 			cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelTenant+"="+tenant))})

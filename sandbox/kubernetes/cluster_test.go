@@ -90,7 +90,7 @@ func TestClusterSuite(t *testing.T) {
 	b, _ := newClusterBackend(t)
 	img, _ := clusterImages()
 	sandboxtest.Run(t, func(*testing.T) sandbox.Backend { return b },
-		sandboxtest.WithImage(img),
+		sandboxtest.WithImage(img), sandboxtest.WithIsolation(),
 		sandboxtest.WithStopper(func(ctx context.Context, id string) error { return stopAgent(ctx, b, id) }))
 }
 
@@ -245,4 +245,64 @@ func TestClusterLimitsAndSecurityApplied(t *testing.T) {
 	if out.String() != "bytes\x00\x01\n" || strings.TrimSpace(errOut.String()) != "notty" {
 		t.Errorf("exec stdout %q stderr %q, want the bytes back and no TTY", out.String(), errOut.String())
 	}
+}
+
+// On a CNI that enforces no NetworkPolicy (the test cluster's bridge), a
+// network "none" sandbox is still cut off by its downed links: the pod
+// network's gateway, which a bridge sandbox reaches (connection refused:
+// nothing listens there), is unreachable from it.
+func TestClusterNetworkNoneCutOffOnAnyCNI(t *testing.T) {
+	b, _ := newClusterBackend(t)
+	m := sandbox.NewManager(b)
+	ctx := clusterCtx(t)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	sh := func(conv, script string) (string, int) {
+		t.Helper()
+		c, _, err := m.Agent(ctx, "acme", conv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Exec(ctx, &proto.ExecRequest{Argv: []string{"sh", "-c", script + " 2>&1"}, Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatalf("exec %q: %v", script, err)
+		}
+		return strings.TrimSpace(string(r.Stdout)), r.ExitCode
+	}
+	for conv, network := range map[string]string{"c-bridge": "bridge", "c-none": "none"} {
+		if _, err := m.Create(ctx, sandbox.Spec{Tenant: "acme", Conversation: conv, Network: network}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	routes, _ := sh("c-bridge", "cat /proc/net/route")
+	gw := defaultGateway(routes)
+	if gw == "" {
+		t.Fatalf("the bridge sandbox has no default route:\n%s", routes)
+	}
+	dial := "timeout 10 bash -c 'exec 3<>/dev/tcp/" + gw + "/9'"
+	if out, code := sh("c-bridge", dial); code == 0 || !strings.Contains(strings.ToLower(out), "refused") {
+		t.Fatalf("the bridge sandbox dialing its gateway %s: exit %d %q, want connection refused (reachable)", gw, code, out)
+	}
+	if out, code := sh("c-none", dial); code == 0 || !strings.Contains(strings.ToLower(out), "unreachable") {
+		t.Errorf("the none sandbox dialing %s: exit %d %q, want network unreachable", gw, code, out)
+	}
+}
+
+// defaultGateway reads the default route's gateway from /proc/net/route
+// (little-endian hex), or "".
+func defaultGateway(routes string) string {
+	for _, l := range strings.Split(routes, "\n")[1:] {
+		f := strings.Fields(l)
+		if len(f) < 3 || f[1] != "00000000" {
+			continue
+		}
+		v, err := strconv.ParseUint(f[2], 16, 32)
+		if err != nil || v == 0 {
+			continue
+		}
+		return fmt.Sprintf("%d.%d.%d.%d", v&0xff, v>>8&0xff, v>>16&0xff, v>>24)
+	}
+	return ""
 }

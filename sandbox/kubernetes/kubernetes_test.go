@@ -106,8 +106,8 @@ func TestPodSpec(t *testing.T) {
 		t.Errorf("restartPolicy = %s", s.RestartPolicy)
 	}
 
-	if len(s.InitContainers) != 1 {
-		t.Fatalf("init containers = %+v", s.InitContainers)
+	if len(s.InitContainers) != 2 || s.InitContainers[1].Name != NetDownContainerName {
+		t.Fatalf("init containers = %+v, want the agent copy and netdown", s.InitContainers)
 	}
 	ic := s.InitContainers[0]
 	if ic.Image != "sandboxd:test" || ic.ImagePullPolicy != corev1.PullNever ||
@@ -171,6 +171,52 @@ func TestPodSpec(t *testing.T) {
 	wantQ(c.Resources.Limits, corev1.ResourceMemory, "512Mi")
 	wantQ(c.Resources.Requests, corev1.ResourceCPU, "250m")
 	wantQ(c.Resources.Requests, corev1.ResourceMemory, "128Mi")
+}
+
+// A network "none" pod's second init container takes its links down: the
+// only container with NET_ADMIN, and nothing else added. A bridge pod, or
+// a backend told not to, has none.
+func TestNetDownInitContainer(t *testing.T) {
+	b, cs := fakeCluster(t, nil, WithAgentImage("sandboxd:test"))
+	none, err := b.Create(bg(t), sandbox.Spec{Tenant: "acme", Conversation: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inits := getPod(t, cs, none.ID).Spec.InitContainers
+	if len(inits) != 2 {
+		t.Fatalf("init containers of a network none pod = %d, want 2", len(inits))
+	}
+	nd := inits[1]
+	if nd.Name != NetDownContainerName || nd.Image != "sandboxd:test" || strings.Join(nd.Command, " ") != AgentSource+" netdown" {
+		t.Errorf("netdown container = %s %s %v", nd.Name, nd.Image, nd.Command)
+	}
+	sc := nd.SecurityContext
+	if sc == nil || sc.Capabilities == nil || len(sc.Capabilities.Add) != 1 || sc.Capabilities.Add[0] != "NET_ADMIN" ||
+		len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+		t.Fatalf("netdown capabilities = %+v, want ALL dropped and only NET_ADMIN added", sc)
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Errorf("netdown securityContext = %+v, want root without escalation", sc)
+	}
+	if len(nd.VolumeMounts) != 0 {
+		t.Errorf("netdown mounts %+v, want none", nd.VolumeMounts)
+	}
+
+	bridge, err := b.Create(bg(t), sandbox.Spec{Tenant: "acme", Conversation: "bridge", Network: "bridge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(getPod(t, cs, bridge.ID).Spec.InitContainers); n != 1 {
+		t.Errorf("a bridge pod has %d init containers, want only the agent copy", n)
+	}
+	off, cs2 := fakeCluster(t, nil, WithLinksDown(false))
+	info, err := off.Create(bg(t), sandbox.Spec{Tenant: "acme", Conversation: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(getPod(t, cs2, info.ID).Spec.InitContainers); n != 1 {
+		t.Errorf("with WithLinksDown(false) a network none pod has %d init containers, want 1", n)
+	}
 }
 
 func TestDefaultsAndRequestsCappedAtLimits(t *testing.T) {

@@ -119,11 +119,41 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 			},
 		},
 	}
+	if network == "none" && b.linksDown {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, b.netDownContainer())
+	}
 	if b.runtimeClass != "" {
 		rc := b.runtimeClass
 		pod.Spec.RuntimeClassName = &rc
 	}
 	return pod
+}
+
+// netDownContainer runs `sandbox-agent netdown` in the pod's network
+// namespace before the sandbox starts. It is the one container with
+// NET_ADMIN (and root, which the capability needs); the sandbox container
+// has neither, so nothing in the sandbox can bring a link up again.
+func (b *Backend) netDownContainer() corev1.Container {
+	no, yes := false, true
+	root := int64(0)
+	return corev1.Container{
+		Name:            NetDownContainerName,
+		Image:           b.agentImage,
+		ImagePullPolicy: b.pullPolicy,
+		Command:         []string{AgentSource, "netdown"},
+		Resources:       corev1.ResourceRequirements{Limits: initLimits(), Requests: initLimits()},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsUser:                &root,
+			RunAsNonRoot:             &no,
+			AllowPrivilegeEscalation: &no,
+			ReadOnlyRootFilesystem:   &yes,
+			Capabilities: &corev1.Capabilities{
+				Drop: []corev1.Capability{"ALL"},
+				Add:  []corev1.Capability{"NET_ADMIN"},
+			},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
 }
 
 // resources are the sandbox container's limits (the request, defaults where
@@ -148,7 +178,7 @@ func (b *Backend) resources(r sandbox.Resources) (limits, requests corev1.Resour
 	return limits, requests
 }
 
-// initLimits bound the one cp the init container runs.
+// initLimits bound what an init container runs (one cp, one ioctl loop).
 func initLimits() corev1.ResourceList {
 	return corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("100m"),

@@ -24,6 +24,8 @@ type config struct {
 	image string
 	count func(ctx context.Context, tenant string) (int, error)
 	stop  func(ctx context.Context, id string) error
+	// isolated enables the limit and network cases (WithIsolation).
+	isolated bool
 }
 
 // WithImage is the image of every sandbox the suite creates.
@@ -67,6 +69,8 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opts ...Op
 	t.Run("ConflictOnSecondCreate", s.conflict)
 	t.Run("RestartFindsSandbox", s.restart)
 	t.Run("AgentFilesAndExec", s.agentFilesAndExec)
+	t.Run("LimitsApplied", s.limitsApplied)
+	t.Run("NetworkDenied", s.networkDenied)
 	t.Run("ProcessSurvivesPipeAndRestart", s.processSurvives)
 	t.Run("LookupCreatesNothing", s.lookupCreatesNothing)
 	t.Run("RemovedBehindOurBack", s.removedBehindBack)
