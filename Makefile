@@ -13,7 +13,7 @@ DATA_DIR ?= ./.data
 BACKEND ?= auto
 CONFIG ?=
 
-.PHONY: help build images images-sandboxd images-verify run test lint bench cluster-up cluster-down clean clean-cache
+.PHONY: help build images images-sandboxd images-verify run test lint bench cluster-up cluster-down kind-e2e clean clean-cache
 
 help:
 	@echo 'make build          bin/sandboxd and bin/sandbox-agent (static)'
@@ -25,6 +25,7 @@ help:
 	@echo 'make lint           gofmt and go vet'
 	@echo 'make cluster-up     a local single-node Kubernetes for tests (prints the KUBECONFIG path last)'
 	@echo 'make cluster-down   tear it down, leaving nothing running'
+	@echo 'make kind-e2e       the cluster suites on a kind cluster (where kind can pull its node image)'
 	@echo 'make bench          run the benchmark and rewrite BENCHMARKS.md'
 	@echo 'make clean          remove bin/ and artifacts/; make clean-cache also drops images/.cache/'
 
@@ -66,6 +67,10 @@ cluster-up: build images images-sandboxd
 
 cluster-down:
 	scripts/k8s-down.sh
+
+# The same cluster suites on kind, where kind can pull its node image (not on machines without a registry).
+kind-e2e:
+	GO=$(GO) scripts/kind-e2e.sh
 
 clean:
 	rm -rf bin artifacts
