@@ -3,7 +3,7 @@
 // (starting it when none runs); the daemon owns the processes sandboxd
 // spawns, so they outlive any one exec.
 //
-// Subcommands: attach, daemon, init, netdown, version. attach, daemon and
+// Subcommands: attach, daemon, init, install, version. attach, daemon and
 // init take --socket (default $SANDBOXD_AGENT_SOCKET or
 // /tmp/.sandboxd-agent/agent.sock).
 package main
@@ -24,7 +24,8 @@ commands:
   attach    bridge stdin/stdout to the agent daemon, starting it if none runs
   daemon    run the agent daemon in the foreground
   init      run as a container's PID 1: reaper + daemon (+ "-- cmd args...")
-  netdown   take every network interface but loopback down (needs NET_ADMIN)
+  install   copy this binary to DEST; --links-down also takes every network
+            interface but loopback down (needs NET_ADMIN)
   version   print the version and protocol version
 `
 
@@ -42,8 +43,8 @@ func main() {
 		code = runDaemon(args)
 	case "init":
 		code = runInit(args)
-	case "netdown":
-		code = runNetDown(args)
+	case "install":
+		code = runInstall(args)
 	case "version", "--version", "-v":
 		fmt.Printf("sandbox-agent %s (protocol %d)\n", version, proto.Version)
 	case "help", "--help", "-h":

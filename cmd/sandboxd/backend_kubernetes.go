@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/sandbox/kubernetes"
@@ -16,6 +17,9 @@ func newKubernetes(cfg *config.Config, log *slog.Logger) (*kubernetes.Backend, e
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
+	// client-go reports through klog's process-wide logger; send it to ours
+	// so its lines are structured like the rest.
+	klog.SetSlogLogger(log.With("component", "client-go"))
 	opts := []kubernetes.Option{
 		kubernetes.WithKubeconfig(k.Kubeconfig, k.Context),
 		kubernetes.WithDefaultImage(cfg.DefaultImage),

@@ -100,8 +100,9 @@ func (b *Backend) executor(pod string, argv []string, stdin bool) (remotecommand
 // execPipe is the attach exec's stdio as one stream. Its goroutine runs the
 // exec until it ends (the process exits, the pod goes, or Close cancels
 // it), then ends the read side with the reason. Close ends stdin first so
-// the agent's attach exits cleanly, cuts the connection after closeGrace,
-// and waits for the goroutine.
+// the agent's attach exits cleanly, discards what it still writes (closing
+// the read side instead would fail client-go's copy and log an error),
+// cuts the connection after closeGrace, and waits for the goroutine.
 type execPipe struct {
 	stdin  *io.PipeWriter
 	out    *io.PipeReader
@@ -136,7 +137,7 @@ func (p *execPipe) Write(b []byte) (int, error) { return p.stdin.Write(b) }
 func (p *execPipe) Close() error {
 	p.closed.Do(func() {
 		_ = p.stdin.Close()
-		p.out.CloseWithError(io.ErrClosedPipe)
+		go func() { _, _ = io.Copy(io.Discard, p.out) }() // ends when the goroutine closes the write side
 		t := time.NewTimer(closeGrace)
 		defer t.Stop()
 		select {

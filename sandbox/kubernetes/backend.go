@@ -6,11 +6,11 @@
 // workspace is an emptyDir at /workspace. The pod runs with no privilege
 // escalation, every capability dropped but the Docker backend's few, the
 // runtime's default seccomp profile, no service-account token, CPU and
-// memory limits from the request, and optionally a RuntimeClass. A sandbox
-// made with network "none" gets a second init container that takes the
-// pod's interfaces down (the only container with NET_ADMIN, and only for
-// that one call), so it has no way out on any CNI; a NetworkPolicy that cuts
-// such pods off can be added for clusters that enforce one.
+// memory limits from the request, and optionally a RuntimeClass. For a
+// sandbox made with network "none" the init container also takes the pod's
+// interfaces down (it is then the only container with NET_ADMIN), so it has
+// no way out on any CNI; a NetworkPolicy that cuts such pods off can be
+// added for clusters that enforce one.
 //
 // The conversation map lives in the API server: raw tenant and
 // conversation in annotations (labels cannot hold every value), a
@@ -50,11 +50,9 @@ const (
 	// NamePrefix starts every pod name.
 	NamePrefix = "sandboxd-"
 	// ContainerName is the sandbox container; InitContainerName copies the
-	// agent in; NetDownContainerName takes a network "none" pod's
-	// interfaces down.
-	ContainerName        = "sandbox"
-	InitContainerName    = "agent"
-	NetDownContainerName = "netdown"
+	// agent in (and takes a network "none" pod's interfaces down).
+	ContainerName     = "sandbox"
+	InitContainerName = "agent"
 	// DefaultAgentImage is sandboxd's own image.
 	DefaultAgentImage = "sandboxd:latest"
 	// NetworkPolicyName names the policy that isolates network "none" pods.
@@ -147,9 +145,9 @@ func WithRuntimeClass(name string) Option { return func(b *Backend) { b.runtimeC
 // network "none" sandboxes.
 func WithNetworkPolicy(on bool) Option { return func(b *Backend) { b.netPolicy = on } }
 
-// WithLinksDown says whether network "none" pods get the init container
-// that takes their interfaces down (the default). It needs NET_ADMIN in that
-// init container, which Pod Security's baseline and restricted levels
+// WithLinksDown says whether the init container of a network "none" pod
+// takes its interfaces down (the default). It needs NET_ADMIN in that init
+// container, which Pod Security's baseline and restricted levels
 // forbid: turn it off there and rely on WithNetworkPolicy.
 func WithLinksDown(on bool) Option { return func(b *Backend) { b.linksDown = on } }
 

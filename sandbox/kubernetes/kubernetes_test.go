@@ -106,12 +106,12 @@ func TestPodSpec(t *testing.T) {
 		t.Errorf("restartPolicy = %s", s.RestartPolicy)
 	}
 
-	if len(s.InitContainers) != 2 || s.InitContainers[1].Name != NetDownContainerName {
-		t.Fatalf("init containers = %+v, want the agent copy and netdown", s.InitContainers)
+	if len(s.InitContainers) != 1 {
+		t.Fatalf("init containers = %+v, want one", s.InitContainers)
 	}
 	ic := s.InitContainers[0]
 	if ic.Image != "sandboxd:test" || ic.ImagePullPolicy != corev1.PullNever ||
-		strings.Join(ic.Command, " ") != "cp /usr/local/bin/sandbox-agent "+docker.AgentPath {
+		strings.Join(ic.Command, " ") != "/usr/local/bin/sandbox-agent install --links-down "+docker.AgentPath {
 		t.Errorf("init container = %s %s %v", ic.Image, ic.ImagePullPolicy, ic.Command)
 	}
 	if len(ic.VolumeMounts) != 1 || ic.VolumeMounts[0].ReadOnly || ic.VolumeMounts[0].MountPath != "/opt/sandboxd/bin" {
@@ -155,10 +155,6 @@ func TestPodSpec(t *testing.T) {
 	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("container seccomp = %+v", sc.SeccompProfile)
 	}
-	if ics := ic.SecurityContext; ics == nil || ics.AllowPrivilegeEscalation == nil || *ics.AllowPrivilegeEscalation ||
-		ics.Capabilities == nil || len(ics.Capabilities.Add) != 0 || len(ics.Capabilities.Drop) != 1 {
-		t.Errorf("init container securityContext = %+v, want no escalation and no capabilities", ics)
-	}
 
 	wantQ := func(list corev1.ResourceList, name corev1.ResourceName, want string) {
 		t.Helper()
@@ -173,50 +169,49 @@ func TestPodSpec(t *testing.T) {
 	wantQ(c.Resources.Requests, corev1.ResourceMemory, "128Mi")
 }
 
-// A network "none" pod's second init container takes its links down: the
-// only container with NET_ADMIN, and nothing else added. A bridge pod, or
-// a backend told not to, has none.
-func TestNetDownInitContainer(t *testing.T) {
-	b, cs := fakeCluster(t, nil, WithAgentImage("sandboxd:test"))
+// The init container of a network "none" pod takes its links down: then,
+// and only then, it runs as root with NET_ADMIN and nothing else. A bridge
+// pod's, or that of a backend told not to, only copies, with no capability.
+func TestInitContainerTakesLinksDownOnlyForNetworkNone(t *testing.T) {
+	check := func(t *testing.T, ic corev1.Container, linksDown bool) {
+		t.Helper()
+		want := AgentSource + " install " + AgentPath
+		if linksDown {
+			want = AgentSource + " install --links-down " + AgentPath
+		}
+		if strings.Join(ic.Command, " ") != want {
+			t.Errorf("init command = %v, want %s", ic.Command, want)
+		}
+		sc := ic.SecurityContext
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+			sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+			sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+			t.Fatalf("init securityContext = %+v, want no escalation, a read-only root, ALL dropped", sc)
+		}
+		switch {
+		case linksDown && (len(sc.Capabilities.Add) != 1 || sc.Capabilities.Add[0] != "NET_ADMIN" || sc.RunAsUser == nil || *sc.RunAsUser != 0):
+			t.Errorf("init capabilities %v as user %v, want only NET_ADMIN as root", sc.Capabilities.Add, sc.RunAsUser)
+		case !linksDown && (len(sc.Capabilities.Add) != 0 || sc.RunAsUser != nil):
+			t.Errorf("init capabilities %v as user %v, want none as the image's user", sc.Capabilities.Add, sc.RunAsUser)
+		}
+	}
+	b, cs := fakeCluster(t, nil)
 	none, err := b.Create(bg(t), sandbox.Spec{Tenant: "acme", Conversation: "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inits := getPod(t, cs, none.ID).Spec.InitContainers
-	if len(inits) != 2 {
-		t.Fatalf("init containers of a network none pod = %d, want 2", len(inits))
-	}
-	nd := inits[1]
-	if nd.Name != NetDownContainerName || nd.Image != "sandboxd:test" || strings.Join(nd.Command, " ") != AgentSource+" netdown" {
-		t.Errorf("netdown container = %s %s %v", nd.Name, nd.Image, nd.Command)
-	}
-	sc := nd.SecurityContext
-	if sc == nil || sc.Capabilities == nil || len(sc.Capabilities.Add) != 1 || sc.Capabilities.Add[0] != "NET_ADMIN" ||
-		len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
-		t.Fatalf("netdown capabilities = %+v, want ALL dropped and only NET_ADMIN added", sc)
-	}
-	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.RunAsUser == nil || *sc.RunAsUser != 0 {
-		t.Errorf("netdown securityContext = %+v, want root without escalation", sc)
-	}
-	if len(nd.VolumeMounts) != 0 {
-		t.Errorf("netdown mounts %+v, want none", nd.VolumeMounts)
-	}
-
+	check(t, getPod(t, cs, none.ID).Spec.InitContainers[0], true)
 	bridge, err := b.Create(bg(t), sandbox.Spec{Tenant: "acme", Conversation: "bridge", Network: "bridge"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(getPod(t, cs, bridge.ID).Spec.InitContainers); n != 1 {
-		t.Errorf("a bridge pod has %d init containers, want only the agent copy", n)
-	}
+	check(t, getPod(t, cs, bridge.ID).Spec.InitContainers[0], false)
 	off, cs2 := fakeCluster(t, nil, WithLinksDown(false))
 	info, err := off.Create(bg(t), sandbox.Spec{Tenant: "acme", Conversation: "off"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(getPod(t, cs2, info.ID).Spec.InitContainers); n != 1 {
-		t.Errorf("with WithLinksDown(false) a network none pod has %d init containers, want 1", n)
-	}
+	check(t, getPod(t, cs2, info.ID).Spec.InitContainers[0], false)
 }
 
 func TestDefaultsAndRequestsCappedAtLimits(t *testing.T) {

@@ -53,7 +53,7 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 
 	limits, requests := b.resources(spec.Resources)
 	agentDir := path.Dir(AgentPath)
-	no, yes := false, true
+	no := false
 	grace := terminationGrace
 	runtimeDefault := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	caps := make([]corev1.Capability, 0, len(b.caps))
@@ -79,20 +79,7 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 			NodeSelector:                  maps.Clone(b.nodeSelector),
 			TerminationGracePeriodSeconds: &grace,
 			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: runtimeDefault},
-			InitContainers: []corev1.Container{{
-				Name:            InitContainerName,
-				Image:           b.agentImage,
-				ImagePullPolicy: b.pullPolicy,
-				Command:         []string{"cp", AgentSource, path.Join(agentDir, path.Base(AgentPath))},
-				VolumeMounts:    []corev1.VolumeMount{{Name: agentVolume, MountPath: agentDir}},
-				Resources:       corev1.ResourceRequirements{Limits: initLimits(), Requests: initLimits()},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: &no,
-					ReadOnlyRootFilesystem:   &yes,
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					SeccompProfile:           runtimeDefault,
-				},
-			}},
+			InitContainers:                []corev1.Container{b.agentInstaller(network == "none" && b.linksDown)},
 			Containers: []corev1.Container{{
 				Name:            ContainerName,
 				Image:           img,
@@ -119,9 +106,6 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 			},
 		},
 	}
-	if network == "none" && b.linksDown {
-		pod.Spec.InitContainers = append(pod.Spec.InitContainers, b.netDownContainer())
-	}
 	if b.runtimeClass != "" {
 		rc := b.runtimeClass
 		pod.Spec.RuntimeClassName = &rc
@@ -129,31 +113,37 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 	return pod
 }
 
-// netDownContainer runs `sandbox-agent netdown` in the pod's network
-// namespace before the sandbox starts. It is the one container with
-// NET_ADMIN (and root, which the capability needs); the sandbox container
-// has neither, so nothing in the sandbox can bring a link up again.
-func (b *Backend) netDownContainer() corev1.Container {
+// agentInstaller is the init container that puts the agent into the
+// emptyDir the sandbox mounts read-only (`sandbox-agent install`). With
+// linksDown it also takes the pod's interfaces down, and is then the one
+// container with NET_ADMIN (and root, which the capability needs); the
+// sandbox container has neither, so nothing in the sandbox can bring a link
+// up again. Without it, it runs as the image's user with no capability.
+func (b *Backend) agentInstaller(linksDown bool) corev1.Container {
 	no, yes := false, true
-	root := int64(0)
-	return corev1.Container{
-		Name:            NetDownContainerName,
+	agentDir := path.Dir(AgentPath)
+	c := corev1.Container{
+		Name:            InitContainerName,
 		Image:           b.agentImage,
 		ImagePullPolicy: b.pullPolicy,
-		Command:         []string{AgentSource, "netdown"},
+		Command:         []string{AgentSource, "install", AgentPath},
+		VolumeMounts:    []corev1.VolumeMount{{Name: agentVolume, MountPath: agentDir}},
 		Resources:       corev1.ResourceRequirements{Limits: initLimits(), Requests: initLimits()},
 		SecurityContext: &corev1.SecurityContext{
-			RunAsUser:                &root,
-			RunAsNonRoot:             &no,
 			AllowPrivilegeEscalation: &no,
 			ReadOnlyRootFilesystem:   &yes,
-			Capabilities: &corev1.Capabilities{
-				Drop: []corev1.Capability{"ALL"},
-				Add:  []corev1.Capability{"NET_ADMIN"},
-			},
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+	if linksDown {
+		root := int64(0)
+		c.Command = []string{AgentSource, "install", "--links-down", AgentPath}
+		c.SecurityContext.RunAsUser = &root
+		c.SecurityContext.RunAsNonRoot = &no
+		c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+	}
+	return c
 }
 
 // resources are the sandbox container's limits (the request, defaults where
@@ -178,7 +168,7 @@ func (b *Backend) resources(r sandbox.Resources) (limits, requests corev1.Resour
 	return limits, requests
 }
 
-// initLimits bound what an init container runs (one cp, one ioctl loop).
+// initLimits bound the init container: one copy and a few ioctls.
 func initLimits() corev1.ResourceList {
 	return corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("100m"),
