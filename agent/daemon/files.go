@@ -21,6 +21,8 @@ const (
 // fsError turns an os error on a confined path into a classed error.
 func fsError(err error, path string) error {
 	switch {
+	case errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrInvalidArgument):
+		return err // already classed by openBeneath
 	case errors.Is(err, fs.ErrNotExist):
 		return errdefs.NotFound("%s does not exist; check the path", path)
 	case errors.Is(err, fs.ErrPermission):
@@ -40,7 +42,7 @@ func readFile(r *proto.ReadFileRequest) (*proto.ReadFileResponse, error) {
 		max = defaultReadMax
 	}
 	max = min(max, maxReadData)
-	f, err := os.Open(c.abs)
+	f, err := openBeneath(c.root, c.abs, r.Path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fsError(err, r.Path)
 	}
@@ -97,16 +99,16 @@ func readFiles(r *proto.ReadFilesRequest) (*proto.ReadFilesResponse, error) {
 			out.Files = append(out.Files, fd)
 			continue
 		}
-		fd.Skipped = readOne(c.abs, each, total-used, &fd)
+		fd.Skipped = readOne(c, each, total-used, &fd)
 		used += int64(len(fd.Data))
 		out.Files = append(out.Files, fd)
 	}
 	return out, nil
 }
 
-// readOne fills fd from path and returns why the data is absent, if it is.
-func readOne(path string, each, left int64, fd *proto.FileData) string {
-	f, err := os.Open(path)
+// readOne fills fd from c and returns why the data is absent, if it is.
+func readOne(c *confined, each, left int64, fd *proto.FileData) string {
+	f, err := openBeneath(c.root, c.abs, fd.Path, os.O_RDONLY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "not found"

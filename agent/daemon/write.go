@@ -11,14 +11,22 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
 // writePlan is one entry of a write_files batch on its way to disk.
 type writePlan struct {
-	req      *proto.WriteFile
-	target   string // resolved path
+	req    *proto.WriteFile
+	root   string // the resolved root
+	target string // resolved path
+	// dir is the target's directory, opened beneath the root without
+	// following symlinks once it exists; every change to the target is made
+	// relative to it, so a directory swapped for a symlink after the check
+	// cannot redirect the write.
+	dir      *os.File
 	existed  bool
 	tmp      string // staged new content
 	backup   string // the old file, kept until the batch commits
@@ -54,15 +62,20 @@ func writeFiles(r *proto.WriteFilesRequest, hook func(int) error) (err error) {
 			return errdefs.InvalidArgument("paths %q and %q name the same file; list each file once", prev, f.Path)
 		}
 		seen[c.abs] = f.Path
-		p := &writePlan{req: f, target: c.abs}
+		p := &writePlan{req: f, root: realRoot, target: c.abs}
+		plans[i] = p
 		if err := checkExpectations(p); err != nil {
 			return err
 		}
-		plans[i] = p
 	}
 	defer func() {
 		if err != nil {
 			rollback(plans)
+		}
+		for _, p := range plans {
+			if p != nil && p.dir != nil {
+				p.dir.Close()
+			}
 		}
 	}()
 	for _, p := range plans {
@@ -82,9 +95,9 @@ func writeFiles(r *proto.WriteFilesRequest, hook func(int) error) (err error) {
 	}
 	for _, p := range plans {
 		if p.backup != "" {
-			os.Remove(p.backup)
+			_ = unix.Unlinkat(int(p.dir.Fd()), filepath.Base(p.backup), 0)
 		}
-		syncDir(filepath.Dir(p.target))
+		_ = p.dir.Sync()
 	}
 	return nil
 }
@@ -112,7 +125,7 @@ func checkExpectations(p *writePlan) error {
 		if !p.existed {
 			return errdefs.FailedPrecondition("%s no longer exists but was expected to have sha256 %s; read it again", f.Path, f.ExpectSHA256)
 		}
-		sum, err := fileSHA256(p.target)
+		sum, err := fileSHA256(p.root, p.target, f.Path)
 		if err != nil {
 			return fsError(err, f.Path)
 		}
@@ -123,8 +136,8 @@ func checkExpectations(p *writePlan) error {
 	return nil
 }
 
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
+func fileSHA256(root, abs, name string) (string, error) {
+	f, err := openBeneath(root, abs, name, os.O_RDONLY, 0)
 	if err != nil {
 		return "", err
 	}
@@ -136,21 +149,22 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// stage writes the new content to a temporary file in the target's directory.
+// stage opens the target's directory (creating it with mkdir_all) and
+// writes the new content to a temporary file in it.
 func stage(p *writePlan) error {
 	f := p.req
-	if f.Delete {
-		return nil
-	}
 	dir := filepath.Dir(p.target)
 	if fi, err := os.Stat(dir); err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return errdefs.InvalidArgument("the parent of %s is not a directory (%v); fix the path", f.Path, err)
 		}
+		if f.Delete {
+			return errdefs.NotFound("%s cannot be deleted: its directory does not exist", f.Path)
+		}
 		if !f.MkdirAll {
 			return errdefs.NotFound("the directory for %s does not exist; set mkdir_all to create it", f.Path)
 		}
-		made, err := mkdirAll(dir)
+		made, err := mkdirAll(p.root, dir, f.Path)
 		p.madeDirs = made
 		if err != nil {
 			return errdefs.InvalidArgument("cannot create the directory for %s (%v); fix the path", f.Path, err)
@@ -158,16 +172,25 @@ func stage(p *writePlan) error {
 	} else if !fi.IsDir() {
 		return errdefs.InvalidArgument("the parent of %s is a file, not a directory; fix the path", f.Path)
 	}
+	d, err := openBeneath(p.root, dir, f.Path, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return fsError(err, f.Path)
+	}
+	p.dir = d
+	if f.Delete {
+		return nil
+	}
+	base := filepath.Base(p.target)
 	mode := fs.FileMode(f.Mode).Perm()
 	if f.Mode == 0 {
 		mode = 0o644
-		if p.existed {
-			if fi, err := os.Stat(p.target); err == nil {
-				mode = fi.Mode().Perm()
-			}
+		var st unix.Stat_t
+		if p.existed && unix.Fstatat(int(d.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			mode = fs.FileMode(st.Mode).Perm()
 		}
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(p.target)+".sbx-*")
+	name := "." + base + ".sbx-" + randomID()
+	tmp, err := openatBeneath(int(d.Fd()), name, filepath.Join(dir, name), f.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fsError(err, f.Path)
 	}
@@ -188,51 +211,66 @@ func stage(p *writePlan) error {
 	return nil
 }
 
-// mkdirAll creates dir and its missing parents, returning those it made
-// (deepest last) so a rollback can remove them.
-func mkdirAll(dir string) ([]string, error) {
+// mkdirAll creates dir and its missing parents inside root, each made in
+// its parent opened beneath root, and returns those it made (deepest last)
+// so a rollback can remove them.
+func mkdirAll(root, dir, name string) ([]string, error) {
 	var missing []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil {
+	base := dir
+	for ; base != root && base != filepath.Dir(base); base = filepath.Dir(base) {
+		if _, err := os.Lstat(base); err == nil {
 			break
 		}
-		missing = append(missing, d)
-		if d == filepath.Dir(d) {
-			break
-		}
+		missing = append(missing, base)
 	}
+	parent, err := openBeneath(root, base, name, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { parent.Close() }()
 	var made []string
 	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o755); err != nil {
-			return made, err
+		comp := filepath.Base(missing[i])
+		if err := unix.Mkdirat(int(parent.Fd()), comp, 0o755); err != nil {
+			return made, &fs.PathError{Op: "mkdir", Path: missing[i], Err: err}
 		}
 		made = append(made, missing[i])
+		next, err := openatBeneath(int(parent.Fd()), comp, missing[i], name, os.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return made, err
+		}
+		parent.Close()
+		parent = next
 	}
 	return made, nil
 }
 
-// commit puts one staged entry in place, keeping the old file as a backup.
+// commit puts one staged entry in place, keeping the old file as a backup;
+// every step is relative to the plan's directory.
 func commit(p *writePlan) error {
+	dfd := int(p.dir.Fd())
+	base := filepath.Base(p.target)
 	if p.existed {
-		p.backup = p.target + ".sbx-backup-" + randomID()
-		if err := os.Link(p.target, p.backup); err != nil {
+		backup := base + ".sbx-backup-" + randomID()
+		p.backup = filepath.Join(filepath.Dir(p.target), backup)
+		if err := unix.Linkat(dfd, base, dfd, backup, 0); err != nil {
 			// No hard links here: move the old file aside instead.
-			if err := os.Rename(p.target, p.backup); err != nil {
+			if err := unix.Renameat(dfd, base, dfd, backup); err != nil {
 				p.backup = ""
-				return fsError(err, p.req.Path)
+				return fsError(&fs.PathError{Op: "rename", Path: p.target, Err: err}, p.req.Path)
 			}
 			p.moved = true
 		}
 	}
 	if p.req.Delete {
-		if err := os.Remove(p.target); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fsError(err, p.req.Path)
+		if err := unix.Unlinkat(dfd, base, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fsError(&fs.PathError{Op: "remove", Path: p.target, Err: err}, p.req.Path)
 		}
 		p.renamed = true
 		return nil
 	}
-	if err := os.Rename(p.tmp, p.target); err != nil {
-		return fsError(err, p.req.Path)
+	if err := unix.Renameat(dfd, filepath.Base(p.tmp), dfd, base); err != nil {
+		return fsError(&fs.PathError{Op: "rename", Path: p.target, Err: err}, p.req.Path)
 	}
 	p.tmp = ""
 	p.renamed = true
@@ -246,26 +284,23 @@ func rollback(plans []*writePlan) {
 		if p == nil {
 			continue
 		}
-		switch {
-		case p.backup != "" && (p.renamed || p.moved):
-			os.Rename(p.backup, p.target)
-		case p.backup != "":
-			os.Remove(p.backup) // a link to the untouched target
-		case p.renamed && !p.existed:
-			os.Remove(p.target)
-		}
-		if p.tmp != "" {
-			os.Remove(p.tmp)
+		if p.dir != nil {
+			dfd := int(p.dir.Fd())
+			base, backup := filepath.Base(p.target), filepath.Base(p.backup)
+			switch {
+			case p.backup != "" && (p.renamed || p.moved):
+				_ = unix.Renameat(dfd, backup, dfd, base)
+			case p.backup != "":
+				_ = unix.Unlinkat(dfd, backup, 0) // a link to the untouched target
+			case p.renamed && !p.existed:
+				_ = unix.Unlinkat(dfd, base, 0)
+			}
+			if p.tmp != "" {
+				_ = unix.Unlinkat(dfd, filepath.Base(p.tmp), 0)
+			}
 		}
 		for j := len(p.madeDirs) - 1; j >= 0; j-- {
 			os.Remove(p.madeDirs[j]) // only succeeds while empty
 		}
-	}
-}
-
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 }
