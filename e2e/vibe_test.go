@@ -336,3 +336,40 @@ func TestShutdownEndsWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestVibeWorkerInBareSandbox: the relay is the agent's own, so a worker
+// reaches sandboxd from an image with neither python3 nor curl (the bare
+// Debian base): here a bash worker speaks HTTP over /dev/tcp.
+func TestVibeWorkerInBareSandbox(t *testing.T) {
+	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
+		t.Skip("set SANDBOXD_TEST_DOCKER=1 to run the Docker case")
+	}
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "sandboxd.yaml")
+	os.WriteFile(cfgPath, []byte("workers:\n  fast: {command: [bash, /workspace/w.sh]}\n"), 0o600)
+	d := startDaemon(t, "docker", filepath.Join(dir, "data"), "--config", cfgPath)
+	sb, err := d.Client.CreateSandbox(ctx(t), api.CreateSandboxRequest{Conversation: "conv-vibe-bare", Image: "sandboxd-base:bookworm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Client.DeleteSandbox(context.Background(), sb.ID) })
+	run, err := d.Client.CreateRun(ctx(t), api.CreateRunRequest{Conversation: "conv-vibe-bare", Vibe: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := call(t, d, run.ID, "shell", map[string]any{"command": "command -v python3 curl || echo bare"}); err != nil || !strings.Contains(out, "--- stdout ---\nbare\n") {
+		t.Fatalf("the base image is expected to lack python3 and curl: %q, %v", out, err)
+	}
+	worker := `port=${SANDBOXD_URL##*:}
+exec 3<>/dev/tcp/127.0.0.1/$port
+printf 'GET /v1/runs/%s/tools HTTP/1.0\r\nAuthorization: Bearer %s\r\n\r\n' "$SANDBOXD_RUN" "$SANDBOXD_TOKEN" >&3
+status=$(head -n 1 <&3 | tr -d '\r')
+echo "sandboxd answered: $status"
+`
+	mustCall(t, d, run.ID, "write", map[string]any{"path": "w.sh", "content": worker})
+	mustCall(t, d, run.ID, "vibe_spawn", map[string]any{"brief": "ping", "label": "bare", "tier": "fast"})
+	out := mustCall(t, d, run.ID, "vibe_wait", map[string]any{"worker_id": "w1", "timeout_seconds": 60})
+	if !strings.Contains(out, "done") || !strings.Contains(out, "sandboxd answered: HTTP/1.") || !strings.Contains(out, " 200 OK") {
+		t.Fatalf("vibe_wait = %q, want the worker's 200 from sandboxd", out)
+	}
+}

@@ -63,6 +63,7 @@ type procTable struct {
 	bufSize     int
 	retainCount int
 	retainFor   time.Duration
+	self        string // the executable proto.AgentSelf names
 
 	// mu guards order and byID.
 	mu    sync.Mutex
@@ -78,7 +79,14 @@ func (t *procTable) spawn(r *proto.SpawnRequest) (proto.ProcessInfo, error) {
 	if r.ExtraPipes < 0 || r.ExtraPipes > maxExtraPipes {
 		return proto.ProcessInfo{}, errdefs.InvalidArgument("extra_pipes is %d; ask for 0 to %d", r.ExtraPipes, maxExtraPipes)
 	}
-	cmd, err := buildCmd(r.Argv, r.Dir, r.Env)
+	argv := r.Argv
+	if len(argv) > 0 && argv[0] == proto.AgentSelf {
+		if t.self == "" {
+			return proto.ProcessInfo{}, errdefs.FailedPrecondition("the agent cannot tell its own executable, so %s cannot be run here", proto.AgentSelf)
+		}
+		argv = append([]string{t.self}, argv[1:]...)
+	}
+	cmd, err := buildCmd(argv, r.Dir, r.Env)
 	if err != nil {
 		return proto.ProcessInfo{}, err
 	}

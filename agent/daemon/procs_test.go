@@ -447,3 +447,24 @@ func TestRetentionBoundsExitedProcesses(t *testing.T) {
 		t.Fatalf("wait on a pruned process: %v", err)
 	}
 }
+
+// proto.AgentSelf runs the executable WithSelf names, with the rest of argv.
+func TestSpawnAgentSelf(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "fake-agent")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"self:$*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, c := startPair(t, daemon.WithSelf(script))
+	ctx := testCtx(t)
+	p, err := c.Spawn(ctx, &proto.SpawnRequest{Argv: []string{proto.AgentSelf, "relay", "/tmp/x.sock"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Attach(ctx, p.ID, "stdout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := readLine(t, out); l != "self:relay /tmp/x.sock" {
+		t.Fatalf("the self spawn printed %q, want the agent run with the rest of argv", l)
+	}
+}

@@ -58,10 +58,16 @@ type options struct {
 	requestTimeout time.Duration
 	commitHook     func(i int) error // test-only fault injection in write_files
 	opHook         func(proto.Op)    // test-only, runs before each op
+	self           string            // what proto.AgentSelf runs
 }
 
 // Option configures a Server.
 type Option func(*options)
+
+// WithSelf is the executable a spawn of proto.AgentSelf runs (default: this
+// process's own executable, which is the agent's in the sandbox-agent
+// binary; an in-process daemon in tests names a built agent instead).
+func WithSelf(path string) Option { return func(o *options) { o.self = path } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -101,6 +107,9 @@ func New(opts ...Option) *Server {
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
 	}
+	if o.self == "" {
+		o.self, _ = os.Executable()
+	}
 	host, _ := os.Hostname()
 	s := &Server{
 		log:       o.log,
@@ -117,6 +126,7 @@ func New(opts ...Option) *Server {
 		s.reaper = childReaper{}
 	}
 	s.procs = newProcTable(s.reaper, o.bufferSize, o.retainCount, o.retainFor)
+	s.procs.self = o.self
 	return s
 }
 

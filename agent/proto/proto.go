@@ -237,7 +237,9 @@ type ExecResponse struct {
 // Name is a caller-chosen key (e.g. "lsp/go/workspace"); spawning a Name that
 // is still running fails with CodeConflict so callers re-attach instead.
 type SpawnRequest struct {
-	Name   string            `json:"name,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Argv is the program and its arguments; an Argv[0] of AgentSelf runs
+	// the agent's own executable (whatever its path in this sandbox).
 	Argv   []string          `json:"argv"`
 	Dir    string            `json:"dir,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
@@ -248,6 +250,11 @@ type SpawnRequest struct {
 	// attachable as streams "fd3", "fd4", ...; used by kernels to keep their protocol off stdout.
 	ExtraPipes int `json:"extra_pipes,omitempty"`
 }
+
+// AgentSelf as SpawnRequest.Argv[0] names the agent's own executable: how
+// sandboxd starts the agent's helper commands (such as `relay`) in a
+// sandbox whose image has nothing else it could rely on.
+const AgentSelf = "sandbox-agent:self"
 
 // SpawnResponse names the new process.
 type SpawnResponse struct {

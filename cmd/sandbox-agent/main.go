@@ -3,7 +3,7 @@
 // (starting it when none runs); the daemon owns the processes sandboxd
 // spawns, so they outlive any one exec.
 //
-// Subcommands: attach, daemon, init, install, version. attach, daemon and
+// Subcommands: attach, daemon, init, install, relay, version. attach, daemon and
 // init take --socket (default $SANDBOXD_AGENT_SOCKET or
 // /tmp/.sandboxd-agent/agent.sock).
 package main
@@ -26,6 +26,8 @@ commands:
   init      run as a container's PID 1: reaper + daemon (+ "-- cmd args...")
   install   copy this binary to DEST; --links-down also takes every network
             interface but loopback down (needs NET_ADMIN)
+  relay     let a worker reach sandboxd: pair loopback connections with
+            connections sandboxd opens to SOCKET
   version   print the version and protocol version
 `
 
@@ -45,6 +47,8 @@ func main() {
 		code = runInit(args)
 	case "install":
 		code = runInstall(args)
+	case "relay":
+		code = runRelay(args)
 	case "version", "--version", "-v":
 		fmt.Printf("sandbox-agent %s (protocol %d)\n", version, proto.Version)
 	case "help", "--help", "-h":

@@ -3,7 +3,6 @@ package vibe
 import (
 	"bufio"
 	"context"
-	_ "embed"
 	"fmt"
 	"io"
 	"net"
@@ -17,17 +16,14 @@ import (
 	"github.com/sandboxd/sandboxd/agent/proto"
 )
 
-//go:embed relay.py
-var relayScript string
-
 // relayStartTimeout bounds how long the relay may take to print its port.
 const relayStartTimeout = 15 * time.Second
 
 // relay lets a worker inside a sandbox call sandboxd although the sandbox
-// has no network and sandboxd listens on no address it could reach: a small
-// program in the sandbox listens on the sandbox's loopback, and sandboxd
+// has no network and sandboxd listens on no address it could reach: the
+// agent's `relay` command listens on the sandbox's loopback, and sandboxd
 // serves its API on connections it opens into the sandbox through the
-// agent (see relay.py). Goroutines: the http.Server's accept loop and its
+// agent (see cmd/sandbox-agent/relay.go). It needs nothing in the image. Goroutines: the http.Server's accept loop and its
 // connection goroutines. Shutdown: close stops the server (ending its
 // connections and the accept loop) and kills the relay process.
 type relay struct {
@@ -42,9 +38,9 @@ type relay struct {
 // startRelay starts the relay for one worker attempt and serves h on it.
 func startRelay(ctx context.Context, a *agent.Client, h http.Handler, name string, labels map[string]string) (*relay, error) {
 	sock := "/tmp/sandboxd-relay-" + name + ".sock"
-	info, err := a.Spawn(ctx, &proto.SpawnRequest{Argv: []string{"python3", "-u", "-c", relayScript, sock}, Dir: "/", Labels: labels})
+	info, err := a.Spawn(ctx, &proto.SpawnRequest{Argv: []string{proto.AgentSelf, "relay", sock}, Dir: "/", Labels: labels})
 	if err != nil {
-		return nil, fmt.Errorf("the worker relay cannot start (it needs python3 in the sandbox): %w", err)
+		return nil, fmt.Errorf("the worker relay cannot start: %w", err)
 	}
 	kill := func() {
 		kctx, cancel := context.WithTimeout(context.Background(), killGrace)
@@ -90,7 +86,7 @@ func readPort(ctx context.Context, a *agent.Client, id string) (int, error) {
 	}
 	port, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil || port <= 0 {
-		return 0, fmt.Errorf("the worker relay did not start (it printed %q); the sandbox needs python3", strings.TrimSpace(s))
+		return 0, fmt.Errorf("the worker relay did not start (it printed %q); the sandbox's agent may be older than sandboxd: recreate the sandbox", strings.TrimSpace(s))
 	}
 	return port, nil
 }

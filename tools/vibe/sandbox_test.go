@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/agenttest"
+	"github.com/sandboxd/sandboxd/agent/daemon"
+	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -16,13 +18,16 @@ import (
 // daemon; the worker calls "sandboxd" (here a small handler) through the
 // relay, as a worker in a sandbox without networking does.
 func TestWorkerInSandboxThroughRelay(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("the relay needs python3")
-	}
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("this test's worker uses curl")
 	}
-	client, _ := agenttest.New(t)
+	// The in-process daemon runs the relay from a built agent, as the
+	// agent in a sandbox runs its own executable.
+	agentBin, err := sandboxtest.BuildAgent(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := agenttest.New(t, daemon.WithSelf(agentBin))
 	ws := t.TempDir()
 	conn := &tools.SandboxConn{ID: "sb1", Backend: "test", Workspace: ws, Agent: client}
 	var seen []string
