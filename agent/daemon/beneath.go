@@ -49,19 +49,50 @@ func errSwapped(path string) error {
 // and mode, following no symlink and never leaving root. name is the path
 // as the request gave it, for messages.
 func openBeneath(root, abs, name string, flags int, mode fs.FileMode) (*os.File, error) {
+	r, err := openRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	return r.open(abs, name, flags, mode)
+}
+
+// beneathRoot is a root held open for many openBeneath calls (a batch).
+type beneathRoot struct {
+	path string
+	fd   int // -1 without openat2
+}
+
+func openRoot(root string) (*beneathRoot, error) {
+	r := &beneathRoot{path: root, fd: -1}
 	if !haveOpenat2() {
-		return os.OpenFile(abs, flags, mode)
+		return r, nil
 	}
-	rel, err := filepath.Rel(root, abs)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return nil, errdefs.InvalidArgument("path %q is outside the workspace %s; give a path inside it", name, root)
-	}
-	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: root, Err: err}
 	}
-	defer unix.Close(rfd)
-	return openatBeneath(rfd, rel, abs, name, flags, mode)
+	r.fd = fd
+	return r, nil
+}
+
+func (r *beneathRoot) close() {
+	if r.fd >= 0 {
+		unix.Close(r.fd)
+		r.fd = -1
+	}
+}
+
+// open is openBeneath under r.
+func (r *beneathRoot) open(abs, name string, flags int, mode fs.FileMode) (*os.File, error) {
+	if r.fd < 0 {
+		return os.OpenFile(abs, flags, mode)
+	}
+	rel, err := filepath.Rel(r.path, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, errdefs.InvalidArgument("path %q is outside the workspace %s; give a path inside it", name, r.path)
+	}
+	return openatBeneath(r.fd, rel, abs, name, flags, mode)
 }
 
 // openatBeneath is openBeneath from an open directory dirfd; display is

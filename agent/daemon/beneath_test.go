@@ -70,7 +70,12 @@ func TestReadAfterSwapRefused(t *testing.T) {
 	}
 	var fd proto.FileData
 	fd.Path = "sub/f.txt"
-	if why := readOne(c, 1<<20, 1<<20, &fd); why == "" || fd.Data != nil {
+	r, err := openRoot(c.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	if why := readOne(r, c, 1<<20, 1<<20, &fd); why == "" || fd.Data != nil {
 		t.Errorf("readOne after the swap = %q with %q, want a reason and no data", why, fd.Data)
 	}
 }

@@ -89,6 +89,11 @@ func readFiles(r *proto.ReadFilesRequest) (*proto.ReadFilesResponse, error) {
 	if each <= 0 {
 		each = defaultReadMax
 	}
+	root, err := openRoot(realRoot)
+	if err != nil {
+		return nil, fsError(err, r.Root)
+	}
+	defer root.close()
 	out := &proto.ReadFilesResponse{Files: make([]proto.FileData, 0, len(r.Paths))}
 	var used int64
 	for _, p := range r.Paths {
@@ -99,7 +104,7 @@ func readFiles(r *proto.ReadFilesRequest) (*proto.ReadFilesResponse, error) {
 			out.Files = append(out.Files, fd)
 			continue
 		}
-		fd.Skipped = readOne(c, each, total-used, &fd)
+		fd.Skipped = readOne(root, c, each, total-used, &fd)
 		used += int64(len(fd.Data))
 		out.Files = append(out.Files, fd)
 	}
@@ -107,8 +112,8 @@ func readFiles(r *proto.ReadFilesRequest) (*proto.ReadFilesResponse, error) {
 }
 
 // readOne fills fd from c and returns why the data is absent, if it is.
-func readOne(c *confined, each, left int64, fd *proto.FileData) string {
-	f, err := openBeneath(c.root, c.abs, fd.Path, os.O_RDONLY, 0)
+func readOne(root *beneathRoot, c *confined, each, left int64, fd *proto.FileData) string {
+	f, err := root.open(c.abs, fd.Path, os.O_RDONLY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "not found"
