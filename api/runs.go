@@ -27,9 +27,13 @@ type RunStore struct {
 	now   func() time.Time
 	onEnd func(run tools.Run, reason string)
 
-	mu        sync.Mutex           // guards runs and perTenant
+	file      string      // the run file ("" keeps runs in memory only)
+	onSaveErr func(error) // hears of a failed write of the run file
+
+	mu        sync.Mutex           // guards runs, perTenant, dirty and the run file
 	runs      map[string]*runEntry // by run id
 	perTenant map[string]int       // live runs per tenant
+	dirty     bool                 // a top-level run came or went since the file was written
 }
 
 type runEntry struct {
@@ -99,7 +103,9 @@ func (s *RunStore) Create(run tools.Run) (tools.Run, error) {
 		run.ID = "run_" + uuid.NewString()
 		s.runs[run.ID] = &runEntry{run: run, lastUsed: now}
 		s.perTenant[run.Tenant]++
+		s.dirty = s.dirty || run.Parent == ""
 	}
+	s.flushLocked()
 	s.mu.Unlock()
 	s.notify(gone)
 	if err != nil {
@@ -139,6 +145,7 @@ func (s *RunStore) Get(tenant, id string) (tools.Run, error) {
 	if e != nil && e.run.Tenant == tenant {
 		e.lastUsed = now
 	}
+	s.flushLocked()
 	s.mu.Unlock()
 	s.notify(gone)
 	if e == nil || e.run.Tenant != tenant {
@@ -157,6 +164,7 @@ func (s *RunStore) List(tenant string) []tools.Run {
 			out = append(out, e.run)
 		}
 	}
+	s.flushLocked()
 	s.mu.Unlock()
 	s.notify(gone)
 	slices.SortFunc(out, func(a, b tools.Run) int { return strings.Compare(a.ID, b.ID) })
@@ -171,6 +179,7 @@ func (s *RunStore) Delete(tenant, id string) error {
 	if e != nil && e.run.Tenant == tenant {
 		gone = s.removeLocked(id, "deleted", nil)
 	}
+	s.flushLocked()
 	s.mu.Unlock()
 	s.notify(gone)
 	if gone == nil {
@@ -184,6 +193,7 @@ func (s *RunStore) Active() int {
 	s.mu.Lock()
 	gone := s.sweepLocked(s.now())
 	n := len(s.runs)
+	s.flushLocked()
 	s.mu.Unlock()
 	s.notify(gone)
 	return n
@@ -207,6 +217,7 @@ func (s *RunStore) removeLocked(id, reason string, gone []ended) []ended {
 		return gone
 	}
 	delete(s.runs, id)
+	s.dirty = s.dirty || e.run.Parent == ""
 	if s.perTenant[e.run.Tenant]--; s.perTenant[e.run.Tenant] <= 0 {
 		delete(s.perTenant, e.run.Tenant)
 	}

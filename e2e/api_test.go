@@ -265,6 +265,10 @@ func TestRestartFindsSandbox(t *testing.T) {
 			if got.Conversation != "conv-restart" || got.State != "running" {
 				t.Fatalf("after restart: %+v", got)
 			}
+			// The run made before the restart is served again (the run file).
+			if out := mustCall(t, d, run.ID, "read", map[string]any{"path": "kept.txt"}); !strings.Contains(out, "still here") {
+				t.Fatalf("the run of before the restart, read = %q", out)
+			}
 			run2, err := d.Client.CreateRun(ctx(t), api.CreateRunRequest{Conversation: "conv-restart"})
 			if err != nil {
 				t.Fatal(err)

@@ -98,12 +98,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// when a run ends, which happens after wiring.
 	w := &wiring{log: log, cfg: cfg, dataDir: f.dataDir, agentBin: agentBin}
 	runs := api.NewRunStore(api.WithRunTTL(cfg.RunTTL.D()), api.WithMaxRunsPerTenant(cfg.MaxRunsPerTenant),
+		api.WithRunFile(filepath.Join(f.dataDir, "runs.json"), func(err error) { log.Warn("runs are not saved", "err", err) }),
 		api.WithRunEndHook(func(r tools.Run, reason string) {
 			log.Info("run ended", "run", r.ID, "tenant", r.Tenant, "conversation", r.Conversation, "reason", reason)
 			for _, h := range w.runEnd {
 				h(r)
 			}
 		}))
+	if n, err := runs.Load(); err != nil {
+		log.Warn("runs of the previous start are not restored", "err", err)
+	} else if n > 0 {
+		log.Info("runs restored", "count", n)
+	}
 	// The manager observes pipes into the metrics, and the metrics read the
 	// manager's counts at scrape time; the closure breaks that cycle.
 	var mgr *sandbox.Manager
