@@ -32,7 +32,7 @@ help:
 # Always handed to go build: its own cache decides what is stale.
 build:
 	@mkdir -p bin
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sandboxd ./cmd/sandboxd
+	$(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o bin/sandboxd ./cmd/sandboxd
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o bin/sandbox-agent ./cmd/sandbox-agent
 
 images:
