@@ -46,7 +46,8 @@ t0=$(date +%s)
 # Debian packages the cluster needs and a fresh machine lacks (K8S_NO_INSTALL=1 to only check).
 if { ! command -v etcd >/dev/null || [ ! -x /usr/lib/cni/bridge ]; } && [ "${K8S_NO_INSTALL:-0}" != 1 ] && command -v apt-get >/dev/null; then
 	log "installing etcd-server and containernetworking-plugins"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server containernetworking-plugins >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server containernetworking-plugins >&2 ||
+		{ apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y etcd-server containernetworking-plugins >&2; }
 fi
 for cmd in etcd containerd runc openssl ctr docker; do
 	command -v "$cmd" >/dev/null || die "$cmd is missing; install it (apt-get install -y etcd-server docker.io containernetworking-plugins openssl)"
