@@ -62,6 +62,13 @@ if [ -f "$KUBECONFIG_OUT" ] && [ -x "$BIN/kubectl" ] && kc get --raw /readyz >/d
 	exit 0
 fi
 
+# What a cluster that did not come down left behind (its processes gone, its
+# run dir, mounts and bridge still there) would confuse this one: clear it.
+if [ -d "$RUN" ]; then
+	log "clearing what an earlier cluster left in $RUN"
+	"$ROOT/scripts/k8s-down.sh" >&2
+fi
+
 "$ROOT/scripts/k8s-build.sh" >&2
 tb=$(date +%s)
 
