@@ -96,6 +96,9 @@ type Backend struct {
 	requests     sandbox.Resources
 	startTimeout time.Duration
 	pollEvery    time.Duration
+	// watchedPollEvery is the fallback read of a starting pod while a
+	// watch on it reports its changes.
+	watchedPollEvery time.Duration
 
 	// policyMu guards policyDone: the NetworkPolicy is made once.
 	policyMu   sync.Mutex
@@ -180,16 +183,17 @@ func WithLogger(l *slog.Logger) Option { return func(b *Backend) { b.log = l } }
 // New returns a Backend. It does not contact the API server.
 func New(opts ...Option) (*Backend, error) {
 	b := &Backend{
-		log:          slog.New(slog.DiscardHandler),
-		agentImage:   DefaultAgentImage,
-		pullPolicy:   corev1.PullIfNotPresent,
-		caps:         append([]string(nil), docker.DefaultCaps...),
-		linksDown:    true,
-		defaults:     DefaultResources,
-		requests:     DefaultRequests,
-		startTimeout: DefaultStartTimeout,
-		pollEvery:    100 * time.Millisecond,
-		reported:     map[string]bool{},
+		log:              slog.New(slog.DiscardHandler),
+		agentImage:       DefaultAgentImage,
+		pullPolicy:       corev1.PullIfNotPresent,
+		caps:             append([]string(nil), docker.DefaultCaps...),
+		linksDown:        true,
+		defaults:         DefaultResources,
+		requests:         DefaultRequests,
+		startTimeout:     DefaultStartTimeout,
+		pollEvery:        100 * time.Millisecond,
+		watchedPollEvery: time.Second,
+		reported:         map[string]bool{},
 	}
 	for _, opt := range opts {
 		opt(b)

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -62,13 +63,21 @@ var failFast = map[string]bool{
 	"RunContainerError":          true,
 }
 
-// waitRunning polls the pod until its sandbox container runs, it fails, or
-// the start timeout (or ctx) ends.
+// waitRunning reads the pod until its sandbox container runs, it fails, or
+// the start timeout (or ctx) ends. A watch on the pod wakes it as soon as
+// the kubelet reports a change; the ticker is the fallback when the watch
+// cannot be had or ends early.
 func (b *Backend) waitRunning(ctx context.Context, name string) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.startTimeout)
 	defer cancel()
 	tick := time.NewTicker(b.pollEvery)
 	defer tick.Stop()
+	var changed <-chan watch.Event
+	if w, err := b.cs.CoreV1().Pods(b.namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name}); err == nil {
+		defer w.Stop()
+		changed = w.ResultChan()
+		tick.Reset(b.watchedPollEvery)
+	}
 	var last *corev1.Pod
 	for {
 		p, err := b.cs.CoreV1().Pods(b.namespace).Get(ctx, name, metav1.GetOptions{})
@@ -93,6 +102,11 @@ func (b *Backend) waitRunning(ctx context.Context, name string) (*corev1.Pod, er
 				why = whyNotRunning(last) + unschedulable(last)
 			}
 			return nil, errdefs.DeadlineExceeded("sandbox pod %s did not start within %s (%s); check the cluster's capacity and the image, then retry", name, b.startTimeout, why)
+		case _, ok := <-changed:
+			if !ok { // the watch ended: poll from here on
+				changed = nil
+				tick.Reset(b.pollEvery)
+			}
 		case <-tick.C:
 		}
 	}

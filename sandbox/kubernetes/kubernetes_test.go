@@ -441,3 +441,32 @@ func TestExecNeedsRestConfig(t *testing.T) {
 		t.Errorf("AttachAgent without a rest.Config = %v, want failed_precondition", err)
 	}
 }
+
+// A pod that starts after Create began is seen through the watch, not the
+// poll: with both polls an hour apart, Create still returns once the
+// kubelet (here an UpdateStatus) reports the container running.
+func TestCreateWakesOnTheWatch(t *testing.T) {
+	b, cs := fakeCluster(t, func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending })
+	b.pollEvery, b.watchedPollEvery = time.Hour, time.Hour
+	go func() {
+		for {
+			time.Sleep(20 * time.Millisecond)
+			pods, err := cs.CoreV1().Pods("sbx").List(context.Background(), metav1.ListOptions{})
+			if err != nil || len(pods.Items) == 0 {
+				continue
+			}
+			p := pods.Items[0]
+			running(&p)
+			if _, err := cs.CoreV1().Pods("sbx").UpdateStatus(context.Background(), &p, metav1.UpdateOptions{}); err == nil {
+				return
+			}
+		}
+	}()
+	info, err := b.Create(bg(t), sandbox.Spec{Tenant: "acme", Conversation: "late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != sandbox.StateRunning {
+		t.Errorf("state = %s, want running", info.State)
+	}
+}
