@@ -35,7 +35,7 @@ func report(f flags, machine, k8sVersion string, got map[string]*figures) string
 	for _, c := range checks(got) {
 		fmt.Fprintf(&b, "| %s | %s | **%s** |\n", c.Target, c.Got, c.Mark())
 	}
-	fmt.Fprintf(&b, "\nHow: `. /var/lib/sandboxd-k8s/env && go run ./cmd/kubebench` with the cluster up (`scripts/k8s-up.sh`); both backends in one process; creates interleaved (docker, kubernetes, ...), %d each; then %d reads on the open pipe and %d over fresh execs per backend, one sandbox each. The Kubernetes pipe is one exec through the API server kept open (SPDY/WebSocket via the kubelet and the node's containerd); Docker's is one hijacked exec.\n", f.creates, f.calls, f.fresh)
+	fmt.Fprintf(&b, "\nHow: `. /var/lib/sandboxd-k8s/env && go run ./cmd/kubebench` with the cluster up (`scripts/k8s-up.sh`); both backends in one process; creates interleaved (docker, kubernetes, ...), %d each; then %d reads on the open pipe and %d over fresh execs per backend, one sandbox each. The Kubernetes pipe is one exec through the API server kept open (SPDY/WebSocket via the kubelet and the node's containerd); Docker's is one hijacked exec. A Kubernetes create is mostly the node's work: the pod is scheduled, its sandbox and network made, the init container (which installs the agent) run, and its exit noticed by the kubelet at its next relist (once a second), before the sandbox container starts; sandboxd's own part is the API calls, a watch on the pod and one exec to attach (60–90 ms here).\n", f.creates, f.calls, f.fresh)
 	return b.String()
 }
 
