@@ -3,7 +3,7 @@
 // (starting it when none runs); the daemon owns the processes sandboxd
 // spawns, so they outlive any one exec.
 //
-// Subcommands: attach, daemon, init, install, relay, version. attach, daemon and
+// Subcommands: attach, daemon, dap-bridge, init, install, relay, version. attach, daemon and
 // init take --socket (default $SANDBOXD_AGENT_SOCKET or
 // /tmp/.sandboxd-agent/agent.sock).
 package main
@@ -23,6 +23,8 @@ const usage = `usage: sandbox-agent <command> [--socket PATH]
 commands:
   attach    bridge stdin/stdout to the agent daemon, starting it if none runs
   daemon    run the agent daemon in the foreground
+  dap-bridge  run a debug adapter that listens on a unix socket as if it
+            spoke on stdio (--socket PATH [--log FILE] -- ADAPTER ARGS...)
   init      run as a container's PID 1: reaper + daemon (+ "-- cmd args...")
   install   copy this binary to DEST; --links-down also takes every network
             interface but loopback down (needs NET_ADMIN)
@@ -45,6 +47,8 @@ func main() {
 		code = runDaemon(args)
 	case "init":
 		code = runInit(args)
+	case "dap-bridge":
+		code = runDAPBridge(args)
 	case "install":
 		code = runInstall(args)
 	case "relay":

@@ -133,3 +133,22 @@ func TestAttachDelveHeadless(t *testing.T) {
 	}
 	h.ok(op("terminate"), "Terminated")
 }
+
+// delve's DAP connection is held by the agent's dap-bridge inside the
+// sandbox, so a new sandboxd (a new supervisor) picks the stopped Go
+// session up and drives it on, as it does debugpy's.
+func TestDelveResumeAfterRestart(t *testing.T) {
+	h := newHarness(t)
+	h.put("go.mod", "module example.com/dbg\n\ngo 1.22\n")
+	h.put("main.go", goProgram)
+	h.ok(op("breakpoints", "file", "main.go", "lines", []int{10}))
+	h.ok(op("launch", "program", "main.go"), "delve", "Stopped: breakpoint", "main.go:10")
+
+	h2 := h.restarted()
+	h2.ok(op("status"), "Session: delve", "sandboxd restarted", "main.go:10")
+	h2.ok(op("stack"), "main.worker at main.go:10")
+	h2.ok(op("breakpoints", "file", "main.go", "lines", []int{}), "Cleared")
+	h2.ok(op("continue"), "exited with code 0")
+	h2.ok(op("output"), "sum 14")
+	h2.ok(op("terminate"), "Terminated")
+}

@@ -2,6 +2,7 @@ package debug
 
 import (
 	"context"
+	"strings"
 
 	godap "github.com/google/go-dap"
 
@@ -13,10 +14,12 @@ import (
 const resumedReason = "stopped before sandboxd restarted (the original reason is not known)"
 
 // resume picks up a session whose adapter the sandbox agent still runs but
-// this supervisor does not know: sandboxd restarted. A stdio adapter is
-// re-attached (the agent kept its output meanwhile); delve ends its session
-// when its connection drops, so it cannot be resumed. It returns nil, nil
-// when there is nothing to resume.
+// this supervisor does not know: sandboxd restarted. Its stdio is
+// re-attached (the agent kept its output meanwhile); delve's connection is
+// held by its dap-bridge, so it is resumed the same way. An adapter that a
+// sandboxd before the bridge dialed directly (labelled socket) lost its
+// session with the connection. It returns nil, nil when there is nothing to
+// resume.
 func (c *call) resume(ctx context.Context) (*session, error) {
 	o, err := orphans(ctx, c.conn.Agent, c.label)
 	if err != nil || len(o) == 0 {
@@ -30,7 +33,7 @@ func (c *call) resume(ctx context.Context) (*session, error) {
 	s := newSession(p.Labels[labelSession], adapter, c.conn.Agent)
 	s.procID, s.adapterPID, s.started = p.ID, p.PID, p.StartedAt
 	s.program, s.root = p.Labels[labelProgram], p.Labels[labelRoot]
-	rwc, err := connectAdapter(ctx, c.conn.Agent, s, false, c.sv.to.connect)
+	rwc, err := connectAdapter(ctx, c.conn.Agent, s)
 	if err != nil {
 		return nil, err
 	}
@@ -45,18 +48,31 @@ func (c *call) resume(ctx context.Context) (*session, error) {
 		s.conn.Close()
 		return nil, userf("A %s debug adapter from before a sandboxd restart is running but does not answer (%v); call terminate to end it, then launch again.", adapter, err)
 	}
-	// A thread whose stack can be read is stopped; otherwise it runs.
+	// A thread whose stack can be read is stopped; otherwise it runs. The
+	// adapter does not say which thread hit the stop, so the one stopped in
+	// the project's own code is taken (a Go program's other goroutines sit
+	// in the runtime), else the first stopped one.
+	stopped := 0
 	for _, t := range threads.Threads {
 		var st godap.StackTraceResponseBody
-		if s.conn.Do(rctx, "stackTrace", godap.StackTraceArguments{ThreadId: t.Id, Levels: 1}, &st) == nil && len(st.StackFrames) > 0 {
-			s.mu.Lock()
-			if s.stop == nil {
-				s.stop = &godap.StoppedEventBody{Reason: resumedReason, ThreadId: t.Id}
-				s.bumpLocked()
-			}
-			s.mu.Unlock()
+		if s.conn.Do(rctx, "stackTrace", godap.StackTraceArguments{ThreadId: t.Id, Levels: 1}, &st) != nil || len(st.StackFrames) == 0 {
+			continue
+		}
+		if stopped == 0 {
+			stopped = t.Id
+		}
+		if f := st.StackFrames[0]; f.Source != nil && s.root != "" && strings.HasPrefix(f.Source.Path, s.root+"/") {
+			stopped = t.Id
 			break
 		}
+	}
+	if stopped != 0 {
+		s.mu.Lock()
+		if s.stop == nil {
+			s.stop = &godap.StoppedEventBody{Reason: resumedReason, ThreadId: stopped}
+			s.bumpLocked()
+		}
+		s.mu.Unlock()
 	}
 	c.sv.adopt(c.key, s)
 	c.sv.log.Info("debug session resumed after a restart", "adapter", adapter, "session", s.id)

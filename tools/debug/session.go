@@ -30,7 +30,7 @@ const (
 	labelSession = "sandboxd.debug.session"
 	labelProgram = "sandboxd.debug.program"
 	labelRoot    = "sandboxd.debug.root"
-	labelSocket  = "sandboxd.debug.socket" // "true": reached over a unix socket (delve)
+	labelSocket  = "sandboxd.debug.socket" // "true": an older sandboxd dialed this adapter directly (delve before dap-bridge)
 )
 
 // outputCap bounds the debuggee output kept between two output calls; the

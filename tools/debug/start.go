@@ -68,10 +68,10 @@ func startSession(ctx context.Context, ag *agent.Client, convLabel string, p *pl
 		}
 		rwc = c
 	} else {
-		if err := spawnAdapter(ctx, ag, s, p, convLabel); err != nil {
+		if err := spawnAdapter(ctx, ag, s, p, convLabel, timeouts.connect); err != nil {
 			return s, "", err
 		}
-		if rwc, err = connectAdapter(ctx, ag, s, p.socket, timeouts.connect); err != nil {
+		if rwc, err = connectAdapter(ctx, ag, s); err != nil {
 			return s, "", err
 		}
 	}
@@ -189,25 +189,28 @@ func nonNil[T any](v []T) []T {
 }
 
 // spawnAdapter starts the adapter as a process of the sandbox agent, with
-// its own log beside its socket.
-func spawnAdapter(ctx context.Context, ag *agent.Client, s *session, p *plan, convLabel string) error {
-	redirect := `2>>"$LOG"`
-	argv := p.argv
+// its own log beside its socket. An adapter that only listens on a unix
+// socket (delve) runs under the agent's dap-bridge, which holds the
+// connection inside the sandbox and speaks it on stdio: the session then
+// outlives a dropped pipe or a sandboxd restart like a stdio adapter's;
+// listenWait bounds how long such an adapter may take to listen.
+func spawnAdapter(ctx context.Context, ag *agent.Client, s *session, p *plan, convLabel string, listenWait time.Duration) error {
+	argv := append([]string{"/bin/sh", "-c", `mkdir -p "$RUNDIR" && exec "$@" 2>>"$LOG"`, "sh"}, p.argv...)
 	if p.socket {
-		redirect = `>>"$LOG" 2>&1`
-		argv = append(slices.Clone(argv), "--listen", "unix:"+s.sockPath())
+		argv = append([]string{proto.AgentSelf, "dap-bridge", "--socket", s.sockPath(), "--log", s.logPath(),
+			"--wait", listenWait.String(), "--"}, p.argv...)
+		argv = append(argv, "--listen", "unix:"+s.sockPath())
 		p.args["output"] = s.binPath() // the built debuggee, outside the workspace
 	}
-	wrapped := append([]string{"/bin/sh", "-c", `mkdir -p "$RUNDIR" && exec "$@" ` + redirect, "sh"}, argv...)
 	info, err := ag.Spawn(ctx, &proto.SpawnRequest{
 		Name:  "sandboxd-debug-" + convLabel,
-		Argv:  wrapped,
+		Argv:  argv,
 		Dir:   p.root,
 		Env:   map[string]string{"LOG": s.logPath(), "RUNDIR": runDir},
-		Stdin: !p.socket,
+		Stdin: true,
 		Labels: map[string]string{
 			labelRole: "adapter", labelConv: convLabel, labelAdapter: p.adapter, labelSession: s.id,
-			labelProgram: p.program, labelRoot: p.root, labelSocket: strconv.FormatBool(p.socket),
+			labelProgram: p.program, labelRoot: p.root,
 		},
 	})
 	if err != nil {
@@ -217,38 +220,17 @@ func spawnAdapter(ctx context.Context, ag *agent.Client, s *session, p *plan, co
 	return nil
 }
 
-// connectAdapter reaches the adapter: its stdio through the agent, or its
-// unix socket, dialed through the agent until it listens.
-func connectAdapter(ctx context.Context, ag *agent.Client, s *session, socket bool, limit time.Duration) (io.ReadWriteCloser, error) {
-	if !socket {
-		out, err := ag.Attach(ctx, s.procID, "stdout")
-		if err != nil {
-			return nil, fmt.Errorf("attaching to the %s adapter: %w", s.adapter, err)
-		}
-		in, err := ag.Attach(ctx, s.procID, "stdin")
-		if err != nil {
-			out.Close()
-			return nil, fmt.Errorf("attaching to the %s adapter: %w", s.adapter, err)
-		}
-		return &stdio{in: in, out: out}, nil
+// connectAdapter reaches the adapter through its stdio, kept by the agent
+// (a socket adapter's through its dap-bridge).
+func connectAdapter(ctx context.Context, ag *agent.Client, s *session) (io.ReadWriteCloser, error) {
+	out, err := ag.Attach(ctx, s.procID, "stdout")
+	if err != nil {
+		return nil, fmt.Errorf("attaching to the %s adapter: %w", s.adapter, err)
 	}
-	deadline := time.Now().Add(limit)
-	for {
-		c, err := ag.Dial(ctx, &proto.DialRequest{Network: "unix", Address: s.sockPath(), Timeout: 2 * time.Second})
-		if err == nil {
-			return c, nil
-		}
-		st, werr := ag.Wait(ctx, &proto.WaitRequest{ID: s.procID})
-		if werr == nil && !st.Running {
-			return nil, fmt.Errorf("the %s adapter exited (code %d) before it listened", s.adapter, st.ExitCode)
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the %s adapter did not listen on %s within %s: %w", s.adapter, s.sockPath(), limit, err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	in, err := ag.Attach(ctx, s.procID, "stdin")
+	if err != nil {
+		out.Close()
+		return nil, fmt.Errorf("attaching to the %s adapter: %w", s.adapter, err)
 	}
+	return &stdio{in: in, out: out}, nil
 }
