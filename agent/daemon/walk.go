@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,13 +19,29 @@ var defaultSkipDirs = []string{".git", "node_modules"}
 
 // walk lists regular files under a confined directory. Symlinks to files
 // inside the root are listed (Symlink set); symlinked directories are not
-// entered, so a link cycle cannot loop the walk.
+// entered, so a link cycle cannot loop the walk. Every directory is read
+// through an os.Root on the workspace, so a directory swapped for a symlink
+// while the walk runs cannot lead it outside.
 func walk(r *proto.WalkRequest) (*proto.WalkResponse, error) {
 	c, err := confine(r.Root, r.Path)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(c.abs)
+	root, err := os.OpenRoot(c.root)
+	if err != nil {
+		return nil, fsError(err, r.Root)
+	}
+	defer root.Close()
+	fsys := root.FS()
+	// rootRel is the walked directory relative to the root, so .gitignore
+	// files between the root and it apply as well.
+	rootRel, _ := filepath.Rel(c.root, c.abs)
+	rootRel = filepath.ToSlash(rootRel)
+	start := rootRel
+	if rootRel == "." {
+		rootRel = ""
+	}
+	fi, err := fs.Stat(fsys, start)
 	if err != nil {
 		return nil, fsError(err, r.Path)
 	}
@@ -39,34 +56,29 @@ func walk(r *proto.WalkRequest) (*proto.WalkResponse, error) {
 	if skip == nil {
 		skip = defaultSkipDirs
 	}
-	// rootRel is the walked directory relative to the root, so .gitignore
-	// files between the root and it apply as well.
-	rootRel, _ := filepath.Rel(c.root, c.abs)
-	rootRel = filepath.ToSlash(rootRel)
-	if rootRel == "." {
-		rootRel = ""
-	}
 	var stack ignoreStack
 	if r.Gitignore {
-		stack = parentIgnores(c.root, rootRel)
+		stack = parentIgnores(fsys, rootRel)
 	}
 	out := &proto.WalkResponse{Base: c.abs, Files: []proto.FileInfo{}}
 	errStop := errors.New("stop")
 	// depthOf is how many ignore files are in force inside each directory.
 	depthOf := map[string]int{}
-	werr := filepath.WalkDir(c.abs, func(p string, d fs.DirEntry, err error) error {
+	werr := fs.WalkDir(fsys, start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == c.abs {
+			if p == start {
 				return err
 			}
 			return nil // unreadable entries are left out
 		}
-		rel, _ := filepath.Rel(c.abs, p)
-		rel = filepath.ToSlash(rel)
+		rel := p
+		if start != "." {
+			rel = strings.TrimPrefix(strings.TrimPrefix(p, start), "/")
+		}
 		if d.IsDir() {
-			if p == c.abs {
+			if p == start {
 				if r.Gitignore {
-					stack = loadIgnore(stack, p, rootRel)
+					stack = loadIgnore(stack, fsys, p, rootRel)
 					depthOf[""] = len(stack)
 				}
 				return nil
@@ -79,12 +91,12 @@ func walk(r *proto.WalkRequest) (*proto.WalkResponse, error) {
 				if stack.ignored(join(rootRel, rel), true) {
 					return filepath.SkipDir
 				}
-				stack = loadIgnore(stack, p, join(rootRel, rel))
+				stack = loadIgnore(stack, fsys, p, join(rootRel, rel))
 				depthOf[rel] = len(stack)
 			}
 			return nil
 		}
-		info, symlink, ok := fileEntry(c.root, p, d)
+		info, symlink, ok := fileEntry(fsys, p, d)
 		if !ok {
 			return nil
 		}
@@ -113,8 +125,8 @@ func walk(r *proto.WalkRequest) (*proto.WalkResponse, error) {
 }
 
 // fileEntry returns the info of a regular file, or of a symlink's target
-// when that is a regular file inside root.
-func fileEntry(root, p string, d fs.DirEntry) (fs.FileInfo, bool, bool) {
+// when that is a regular file inside the root (fsys refuses the others).
+func fileEntry(fsys fs.FS, p string, d fs.DirEntry) (fs.FileInfo, bool, bool) {
 	if d.Type().IsRegular() {
 		info, err := d.Info()
 		return info, false, err == nil
@@ -122,19 +134,16 @@ func fileEntry(root, p string, d fs.DirEntry) (fs.FileInfo, bool, bool) {
 	if d.Type()&fs.ModeSymlink == 0 {
 		return nil, false, false
 	}
-	target, err := filepath.EvalSymlinks(p)
-	if err != nil || !within(root, target) {
-		return nil, false, false
-	}
-	info, err := os.Stat(target)
+	info, err := fs.Stat(fsys, p)
 	if err != nil || !info.Mode().IsRegular() {
 		return nil, false, false
 	}
 	return info, true, true
 }
 
-// parentIgnores loads the .gitignore files from root down to (not including) rel.
-func parentIgnores(root, rel string) ignoreStack {
+// parentIgnores loads the .gitignore files from the root down to (not
+// including) rel.
+func parentIgnores(fsys fs.FS, rel string) ignoreStack {
 	var stack ignoreStack
 	if rel == "" {
 		return stack
@@ -142,13 +151,19 @@ func parentIgnores(root, rel string) ignoreStack {
 	parts := strings.Split(rel, "/")
 	for i := range parts {
 		base := strings.Join(parts[:i], "/")
-		stack = loadIgnore(stack, filepath.Join(root, filepath.FromSlash(base)), base)
+		dir := base
+		if dir == "" {
+			dir = "."
+		}
+		stack = loadIgnore(stack, fsys, dir, base)
 	}
 	return stack
 }
 
-func loadIgnore(stack ignoreStack, dir, base string) ignoreStack {
-	f, err := os.Open(filepath.Join(dir, ".gitignore"))
+// loadIgnore adds dir's .gitignore (dir in fsys; base is its path for the
+// rules) to stack.
+func loadIgnore(stack ignoreStack, fsys fs.FS, dir, base string) ignoreStack {
+	f, err := fsys.Open(path.Join(dir, ".gitignore"))
 	if err != nil {
 		return stack
 	}
