@@ -152,7 +152,15 @@ func stat(r *proto.StatRequest) (*proto.StatResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(c.abs)
+	// Through an os.Root on the workspace: a directory swapped for a
+	// symlink since confine cannot make this describe a file outside.
+	root, err := os.OpenRoot(c.root)
+	if err != nil {
+		return nil, fsError(err, r.Root)
+	}
+	defer root.Close()
+	rel, _ := filepath.Rel(c.root, c.abs)
+	fi, err := root.Stat(rel)
 	if err != nil {
 		return nil, fsError(err, r.Path)
 	}
