@@ -22,6 +22,9 @@ func netns(t *testing.T, script string) (string, error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs ip (iproute2)")
 	}
+	if out, err := exec.Command("unshare", "-n", "ip", "link", "add", "probe0", "type", "veth", "peer", "name", "probe1").CombinedOutput(); err != nil {
+		t.Skipf("this machine cannot make a network namespace with a veth pair: %v %s", err, out)
+	}
 	out, err := exec.Command("unshare", "-n", "sh", "-c", script).CombinedOutput()
 	return string(out), err
 }
