@@ -24,6 +24,7 @@ const (
 // describe says what the session is doing now: where it stopped, that it
 // runs, or how it ended.
 func (c *call) describe(ctx context.Context, s *session) string {
+	s.recordStop(ctx)
 	st := s.state()
 	var b strings.Builder
 	switch {

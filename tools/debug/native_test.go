@@ -145,7 +145,7 @@ func TestDelveResumeAfterRestart(t *testing.T) {
 	h.ok(op("launch", "program", "main.go"), "delve", "Stopped: breakpoint", "main.go:10")
 
 	h2 := h.restarted()
-	h2.ok(op("status"), "Session: delve", "sandboxd restarted", "main.go:10")
+	h2.ok(op("status"), "Session: delve", "Stopped: breakpoint (before sandboxd restarted)", "main.go:10")
 	h2.ok(op("stack"), "main.worker at main.go:10")
 	h2.ok(op("breakpoints", "file", "main.go", "lines", []int{}), "Cleared")
 	h2.ok(op("continue"), "exited with code 0")

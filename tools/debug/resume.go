@@ -13,6 +13,14 @@ import (
 // restart: the adapter does not repeat why it stopped.
 const resumedReason = "stopped before sandboxd restarted (the original reason is not known)"
 
+// resumedNote follows a recorded stop reason after a restart.
+const resumedNote = "(before sandboxd restarted)"
+
+// inProject tells whether a frame's source lies in the project root.
+func inProject(f godap.StackFrame, root string) bool {
+	return f.Source != nil && root != "" && strings.HasPrefix(f.Source.Path, root+"/")
+}
+
 // resume picks up a session whose adapter the sandbox agent still runs but
 // this supervisor does not know: sandboxd restarted. Its stdio is
 // re-attached (the agent kept its output meanwhile); delve's connection is
@@ -49,27 +57,35 @@ func (c *call) resume(ctx context.Context) (*session, error) {
 		return nil, userf("A %s debug adapter from before a sandboxd restart is running but does not answer (%v); call terminate to end it, then launch again.", adapter, err)
 	}
 	// A thread whose stack can be read is stopped; otherwise it runs. The
-	// adapter does not say which thread hit the stop, so the one stopped in
-	// the project's own code is taken (a Go program's other goroutines sit
-	// in the runtime), else the first stopped one.
-	stopped := 0
+	// adapter does not say again which thread stopped or why: the record
+	// the previous sandboxd kept says, when that thread is still stopped;
+	// else the thread stopped in the project's own code is taken (a Go
+	// program's other goroutines sit in the runtime), else the first.
+	rec := s.recordedStop(rctx)
+	var stop *godap.StoppedEventBody
+	fallback, fallbackInProject := 0, false
 	for _, t := range threads.Threads {
 		var st godap.StackTraceResponseBody
 		if s.conn.Do(rctx, "stackTrace", godap.StackTraceArguments{ThreadId: t.Id, Levels: 1}, &st) != nil || len(st.StackFrames) == 0 {
 			continue
 		}
-		if stopped == 0 {
-			stopped = t.Id
-		}
-		if f := st.StackFrames[0]; f.Source != nil && s.root != "" && strings.HasPrefix(f.Source.Path, s.root+"/") {
-			stopped = t.Id
+		if rec != nil && rec.ThreadId == t.Id {
+			r := *rec
+			r.Reason += " " + resumedNote
+			stop = &r
 			break
 		}
+		if in := inProject(st.StackFrames[0], s.root); fallback == 0 || in && !fallbackInProject {
+			fallback, fallbackInProject = t.Id, in
+		}
 	}
-	if stopped != 0 {
+	if stop == nil && fallback != 0 {
+		stop = &godap.StoppedEventBody{Reason: resumedReason, ThreadId: fallback}
+	}
+	if stop != nil {
 		s.mu.Lock()
 		if s.stop == nil {
-			s.stop = &godap.StoppedEventBody{Reason: resumedReason, ThreadId: stopped}
+			s.stop = stop
 			s.bumpLocked()
 		}
 		s.mu.Unlock()

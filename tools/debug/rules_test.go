@@ -175,7 +175,7 @@ func TestResumeAfterRestart(t *testing.T) {
 	pid := strings.TrimSpace(h.sh("cat " + h.dir + "/pid"))
 
 	h2 := h.restarted()
-	h2.ok(op("status"), "Session: debugpy on app.py", "sandboxd restarted", "app.py:3")
+	h2.ok(op("status"), "Session: debugpy on app.py", "Stopped: breakpoint (before sandboxd restarted)", "app.py:3")
 	h2.ok(op("stack"), "<module> at app.py:3")
 	h2.ok(op("step_over"), "app.py:4")
 	h2.bad(op("launch", "program", "app.py"), "call terminate first")

@@ -67,6 +67,7 @@ type session struct {
 	epoch       int           // bumped on every stop, exit and end
 	changed     chan struct{} // closed and replaced when epoch moves
 	stop        *godap.StoppedEventBody
+	recorded    *godap.StoppedEventBody // the stop last written to the stop record
 	exitCode    *int
 	ended       bool
 	expired     bool // ended by the TTL; endReason is the sentence to show
@@ -269,7 +270,7 @@ func (s *session) terminate() {
 		if s.conn != nil {
 			_ = s.conn.Close()
 		}
-		_, _ = s.ag.Exec(ctx, &proto.ExecRequest{Argv: []string{"rm", "-f", s.sockPath(), s.logPath(), s.binPath()}, Timeout: 5 * time.Second})
+		_, _ = s.ag.Exec(ctx, &proto.ExecRequest{Argv: []string{"rm", "-f", s.sockPath(), s.logPath(), s.binPath(), runDir + "/" + s.stopRecordPath()}, Timeout: 5 * time.Second})
 		s.markEnded("terminated")
 	})
 }
