@@ -55,9 +55,28 @@ done
 [ -x /usr/lib/cni/bridge ] || die "/usr/lib/cni/bridge is missing; apt-get install -y containernetworking-plugins"
 
 kc() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT" "$@"; }
+CTRD_SOCK="$RUN/containerd/containerd.sock"
+
+# import_images puts every image of $IMAGES that Docker holds into the
+# cluster's containerd, skipping those already imported from the same build.
+import_images() {
+	local img id mark
+	for img in $IMAGES; do
+		docker image inspect "$img" >/dev/null 2>&1 || { log "image $img is not in Docker; skipped"; continue; }
+		id=$(docker image inspect -f '{{.Id}}' "$img")
+		mark="$IMAGE_CACHE/.imported-$(echo "$img" | tr '/:' '__')"
+		if [ "$(cat "$mark" 2>/dev/null)" = "$id" ] && ctr -n k8s.io -a "$CTRD_SOCK" images ls -q | grep -q "$img\$"; then
+			continue
+		fi
+		log "importing $img into the cluster's containerd"
+		docker save "$img" | ctr -n k8s.io -a "$CTRD_SOCK" images import - >/dev/null
+		echo "$id" >"$mark"
+	done
+}
 
 if [ -f "$KUBECONFIG_OUT" ] && [ -x "$BIN/kubectl" ] && kc get --raw /readyz >/dev/null 2>&1; then
-	log "the cluster is already up"
+	log "the cluster is already up; bringing its images up to date"
+	import_images
 	echo "$KUBECONFIG_OUT"
 	exit 0
 fi
@@ -157,7 +176,6 @@ wait_for() {
 }
 
 # ---- containerd (private) ------------------------------------------------
-CTRD_SOCK="$RUN/containerd/containerd.sock"
 cat >"$RUN/containerd/config.toml" <<TOML
 version = 2
 root = "$IMAGE_CACHE"
@@ -259,17 +277,7 @@ if ! docker image inspect sandboxd:latest >/dev/null 2>&1 && docker image inspec
 	docker build -q -t sandboxd-k8s-agent:dev "$ctx" >/dev/null
 	IMAGES="$IMAGES sandboxd-k8s-agent:dev"
 fi
-for img in $IMAGES; do
-	docker image inspect "$img" >/dev/null 2>&1 || { log "image $img is not in Docker; skipped"; continue; }
-	id=$(docker image inspect -f '{{.Id}}' "$img")
-	mark="$IMAGE_CACHE/.imported-$(echo "$img" | tr '/:' '__')"
-	if [ "$(cat "$mark" 2>/dev/null)" = "$id" ] && ctr -n k8s.io -a "$CTRD_SOCK" images ls -q | grep -q "$img\$"; then
-		continue
-	fi
-	log "importing $img into the cluster's containerd"
-	docker save "$img" | ctr -n k8s.io -a "$CTRD_SOCK" images import - >/dev/null
-	echo "$id" >"$mark"
-done
+import_images
 ti=$(date +%s)
 
 # ---- etcd and the control plane ------------------------------------------
