@@ -147,7 +147,8 @@ func newHarness(t testing.TB, opts ...debug.Option) *harness {
 		HasSandbox: true,
 		Sandbox:    func(context.Context) (*tools.SandboxConn, error) { return conn, nil },
 	}
-	h.sh("mkdir -p " + h.dir)
+	// A fresh directory each time, so -count=N starts every run clean.
+	h.sh("rm -rf " + h.dir + " && mkdir -p " + h.dir)
 	t.Cleanup(func() {
 		h.call(map[string]any{"operation": "terminate"})
 		h.sv.Close()
