@@ -13,7 +13,12 @@ const copyChunk = 32 << 10
 
 // outPort buffers one output pipe of a spawned process for its attacher.
 // The pump stops reading while the buffer is full, so a process that writes
-// faster than anyone drains blocks instead of losing bytes.
+// faster than anyone drains blocks instead of losing bytes. Delivery across
+// attachers is at least once: a chunk whose write failed as its session
+// died is kept for the next attacher, though the dying session may have
+// read it (yamux can report the shutdown after the frame went out), so a
+// protocol on these streams must tolerate a repeated chunk (the eval
+// kernels name the cell of every message for this).
 //
 // Goroutines: one pump (until the pipe's EOF) and at most one live copier
 // (per attachment; a replaced copier exits once its write fails or it wakes).

@@ -23,7 +23,10 @@ const PROTO_IN = 3;
 const PROTO_OUT = 4;
 const STREAM_CHUNK = 8192;
 
+// Every message sent while a cell runs names it ("cell"), and sandboxd drops
+// a message of another cell (one delivered twice across a reconnect).
 function send(msg) {
+  if (current && msg.cell === undefined && msg.type !== 'done') msg = Object.assign({ cell: current.id }, msg);
   const data = Buffer.from(JSON.stringify(msg) + '\n', 'utf8');
   let off = 0;
   while (off < data.length) {
@@ -150,8 +153,8 @@ const goScript = new vm.Script('__sandboxd_go()', { filename: 'sandboxd-eval' })
 function finish(cell, status, error) {
   if (cell.finished) return;
   cell.finished = true;
-  if (current === cell) current = null;
   flushStreams();
+  if (current === cell) current = null;
   send({ type: 'done', id: cell.id, status, error: error || null });
 }
 

@@ -33,8 +33,14 @@ class Channel:
     def __init__(self):
         self.buf = b""
         self.lock = threading.Lock()
+        # The id of the running cell: every message sent while it runs says
+        # so, and sandboxd drops a message of another cell (one delivered
+        # twice across a reconnect).
+        self.cell = None
 
     def send(self, msg):
+        if self.cell is not None and "cell" not in msg:
+            msg = dict(msg, cell=self.cell)
         data = (json.dumps(msg, ensure_ascii=False) + "\n").encode("utf-8", "replace")
         with self.lock:
             view = memoryview(data)
@@ -297,6 +303,7 @@ class Kernel:
                 return
             if msg.get("type") != "execute":
                 continue
+            self.chan.cell = msg.get("id")
             try:
                 status, error = self.execute(msg.get("code", ""))
             except KeyboardInterrupt:
@@ -306,6 +313,7 @@ class Kernel:
             except KeyboardInterrupt:
                 pass
             self.chan.send({"type": "done", "id": msg.get("id"), "status": status, "error": error})
+            self.chan.cell = None
 
     def execute(self, code):
         self.cell += 1

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 type message struct {
 	Type string `json:"type"`
 	ID   int64  `json:"id,omitempty"`
+	// Cell names the cell a kernel message belongs to (0 from older kernels).
+	Cell int64 `json:"cell,omitempty"`
 	// execute
 	Code string `json:"code,omitempty"`
 	// stream
@@ -78,13 +81,18 @@ type kernel struct {
 
 	// execMu makes cells of this kernel run one at a time.
 	execMu sync.Mutex
-	seq    int64 // guarded by execMu
+	// seq numbers cells from a random start, so that a message a restarted
+	// sandboxd gets twice (the agent resends what a dying session may not
+	// have read) never matches a cell of this attachment. Kept under 2^50:
+	// JavaScript reads it as a double.
+	seq int64 // guarded by execMu
 }
 
 // attachKernel connects to a running kernel process's pipes. A new attach
 // replaces an older one (a restarted sandboxd, a new pipe).
 func attachKernel(ctx context.Context, c *agent.Client, lang string, p proto.ProcessInfo) (*kernel, error) {
-	k := &kernel{lang: lang, agent: c, proc: p, msgs: make(chan message, 64), ended: make(chan struct{}), quit: make(chan struct{}), drained: make(chan struct{})}
+	k := &kernel{lang: lang, agent: c, proc: p, msgs: make(chan message, 64), ended: make(chan struct{}), quit: make(chan struct{}), drained: make(chan struct{}),
+		seq: newCellSeq()}
 	in, err := c.Attach(ctx, p.ID, "fd3")
 	if err != nil {
 		return nil, err
@@ -114,6 +122,10 @@ func attachKernel(ctx context.Context, c *agent.Client, lang string, p proto.Pro
 	go k.read(out)
 	return k, nil
 }
+
+// newCellSeq is where an attachment's cell numbers start: random, above 0
+// and under 2^50.
+func newCellSeq() int64 { return 1 + rand.Int64N(1<<50-1<<20) }
 
 func (k *kernel) read(r io.Reader) {
 	defer close(k.ended)
@@ -302,6 +314,9 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 				res.end = endGone
 				res.elapsed = time.Since(start)
 				return res
+			}
+			if m.Cell != 0 && m.Cell != id {
+				continue // output of another cell, delivered again after a reconnect
 			}
 			switch m.Type {
 			case "stream":
