@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	helmkube "helm.sh/helm/v3/pkg/kube"
 	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -71,6 +73,39 @@ func newCluster(t *testing.T) *cluster {
 		_ = cs.CoreV1().Namespaces().Delete(cctx, c.ns, metav1.DeleteOptions{})
 	})
 	return c
+}
+
+// localVolume makes a PersistentVolume on a directory of this machine (the
+// single node) for the chart's data dir, owned by sandboxd's user since a
+// hostPath volume ignores fsGroup; both go when the test ends.
+func (c *cluster) localVolume(t *testing.T) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "sandboxd-data")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 65532, 65532); err != nil {
+		t.Fatal(err)
+	}
+	name := c.ns + "-data"
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: c.ns, Name: releaseName + "-sandboxd"},
+		},
+	}
+	if _, err := c.cs.CoreV1().PersistentVolumes().Create(ctx(t), pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = c.cs.CoreV1().PersistentVolumes().Delete(cctx, name, metav1.DeleteOptions{})
+	})
 }
 
 func randHex(t *testing.T, n int) string {
@@ -229,7 +264,11 @@ func (c *cluster) connect(t *testing.T, pod, token string) *daemon {
 func TestChartOnCluster(t *testing.T) {
 	c := newCluster(t)
 	token := randHex(t, 16)
-	c.install(t, c.chartValues(t, token), true)
+	// The data dir on a volume, so runs outlive the sandboxd pod.
+	c.localVolume(t)
+	vals := c.chartValues(t, token)
+	vals["persistence"] = map[string]any{"enabled": true, "size": "1Gi"}
+	c.install(t, vals, true)
 	pod := c.sandboxdPod(t, "")
 	d := c.connect(t, pod, token)
 
@@ -307,8 +346,8 @@ func TestChartOnCluster(t *testing.T) {
 		t.Fatalf("ask_user = %q (is_error %v)", out, isErr)
 	}
 
-	// The Deployment replaces a deleted sandboxd pod; the new one has a
-	// fresh data dir, and finds the conversation by its pod's labels.
+	// The Deployment replaces a deleted sandboxd pod; the new one finds the
+	// conversation by its pod's labels, and the run on the data volume.
 	if err := c.cs.CoreV1().Pods(c.ns).Delete(ctx(t), pod, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +356,9 @@ func TestChartOnCluster(t *testing.T) {
 	list, err := d2.Client.ListSandboxes(ctx(t), conv)
 	if err != nil || len(list) != 1 || list[0].ID != sb.ID {
 		t.Fatalf("after the sandboxd pod was replaced the conversation's sandboxes are %+v, %v; want %s", list, err, sb.ID)
+	}
+	if out := mustCall(t, d2, run.ID, "read", map[string]any{"path": "notes/a.txt"}); !strings.Contains(out, "written through the chart") {
+		t.Fatalf("the run of before the pod was replaced, read = %q", out)
 	}
 	run2, err := d2.Client.CreateRun(ctx(t), api.CreateRunRequest{Conversation: conv})
 	if err != nil {
