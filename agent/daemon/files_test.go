@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -176,5 +177,47 @@ func TestWalkWithGitignore(t *testing.T) {
 	_, err = c.Walk(ctx, &proto.WalkRequest{Root: root, Path: "main.go"})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("walk of a file: %v", err)
+	}
+}
+
+// walk lists a symlink to a file inside the root (as a symlink, with the
+// target's size), leaves out one that points outside, never enters a
+// symlinked directory, and reports each file's size and mtime.
+func TestWalkSymlinksSizesAndTimes(t *testing.T) {
+	_, c := startPair(t)
+	ctx := testCtx(t)
+	root, outside := t.TempDir(), t.TempDir()
+	writeTree(t, root, map[string]string{"a/file.txt": "twelve bytes", "b/x.go": "x"})
+	writeTree(t, outside, map[string]string{"secret.txt": "secret"})
+	for link, target := range map[string]string{
+		"in-link":  filepath.Join(root, "a/file.txt"),
+		"out-link": filepath.Join(outside, "secret.txt"),
+		"dir-link": filepath.Join(root, "b"),
+		"out-dir":  outside,
+	} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	when := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	if err := os.Chtimes(filepath.Join(root, "a/file.txt"), when, when); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Walk(ctx, &proto.WalkRequest{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]proto.FileInfo{}
+	for _, f := range r.Files {
+		got[f.Path] = f
+	}
+	if len(got) != 3 {
+		t.Errorf("walk listed %v, want a/file.txt, b/x.go and in-link only", r.Files)
+	}
+	if f := got["a/file.txt"]; f.Size != 12 || !f.ModTime.Equal(when) || f.Symlink {
+		t.Errorf("a/file.txt = %+v, want 12 bytes, mtime %v, not a symlink", f, when)
+	}
+	if f, ok := got["in-link"]; !ok || !f.Symlink || f.Size != 12 {
+		t.Errorf("in-link = %+v (listed %v), want the target's 12 bytes, marked a symlink", f, ok)
 	}
 }

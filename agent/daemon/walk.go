@@ -1,13 +1,15 @@
 package daemon
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -61,84 +63,120 @@ func walk(r *proto.WalkRequest) (*proto.WalkResponse, error) {
 		stack = parentIgnores(fsys, rootRel)
 	}
 	out := &proto.WalkResponse{Base: c.abs, Files: []proto.FileInfo{}}
-	errStop := errors.New("stop")
-	// depthOf is how many ignore files are in force inside each directory.
-	depthOf := map[string]int{}
-	werr := fs.WalkDir(fsys, start, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == start {
-				return err
-			}
-			return nil // unreadable entries are left out
-		}
-		rel := p
-		if start != "." {
-			rel = strings.TrimPrefix(strings.TrimPrefix(p, start), "/")
-		}
-		if d.IsDir() {
-			if p == start {
-				if r.Gitignore {
-					stack = loadIgnore(stack, fsys, p, rootRel)
-					depthOf[""] = len(stack)
-				}
-				return nil
-			}
-			if slices.Contains(skip, d.Name()) {
-				return filepath.SkipDir
-			}
-			if r.Gitignore {
-				stack = stack[:depthOf[parentRel(rel)]]
-				if stack.ignored(join(rootRel, rel), true) {
-					return filepath.SkipDir
-				}
-				stack = loadIgnore(stack, fsys, p, join(rootRel, rel))
-				depthOf[rel] = len(stack)
-			}
-			return nil
-		}
-		info, symlink, ok := fileEntry(fsys, p, d)
-		if !ok {
-			return nil
-		}
-		if r.Gitignore {
-			stack = stack[:depthOf[parentRel(rel)]]
-			if stack.ignored(join(rootRel, rel), false) {
-				return nil
-			}
-		}
-		if r.MaxSize > 0 && info.Size() > r.MaxSize {
-			return nil
-		}
-		if len(out.Files) >= max {
-			out.Truncated = true
-			return errStop
-		}
-		out.Files = append(out.Files, proto.FileInfo{
-			Path: rel, Size: info.Size(), Mode: uint32(info.Mode()), ModTime: info.ModTime(), Symlink: symlink,
-		})
-		return nil
-	})
-	if werr != nil && !errors.Is(werr, errStop) {
-		return nil, fsError(werr, r.Path)
+	dir, err := root.Open(start)
+	if err != nil {
+		return nil, fsError(err, r.Path)
 	}
+	w := &walker{root: c.root, fsys: fsys, req: r, skip: skip, max: max, rootRel: rootRel, out: out}
+	if r.Gitignore {
+		stack = loadIgnore(stack, fsys, start, rootRel)
+	}
+	w.dir(dir, start, "", stack)
 	return out, nil
 }
 
-// fileEntry returns the info of a regular file, or of a symlink's target
-// when that is a regular file inside the root (fsys refuses the others).
-func fileEntry(fsys fs.FS, p string, d fs.DirEntry) (fs.FileInfo, bool, bool) {
-	if d.Type().IsRegular() {
-		info, err := d.Info()
-		return info, false, err == nil
+// walker lists one walk's files. Each directory is held open while it is
+// listed: its entries are stat'ed and its subdirectories opened relative
+// to it (fstatat, openat without following a symlink), so the walk costs
+// one call per entry and never leaves the directory it checked.
+type walker struct {
+	root    string // the workspace, resolved
+	fsys    fs.FS  // the workspace's os.Root, for .gitignore files
+	req     *proto.WalkRequest
+	skip    []string
+	max     int
+	rootRel string
+	out     *proto.WalkResponse
+	stopped bool
+}
+
+// linkTarget is the info of the file symlink p (in the root) leads to, when
+// that is a regular file inside the root; the target is opened beneath the
+// root, so a swap after the resolution cannot describe a file outside.
+func (w *walker) linkTarget(p string) (fs.FileInfo, bool) {
+	target, err := filepath.EvalSymlinks(filepath.Join(w.root, filepath.FromSlash(p)))
+	if err != nil || !within(w.root, target) {
+		return nil, false
 	}
-	if d.Type()&fs.ModeSymlink == 0 {
-		return nil, false, false
+	f, err := openBeneath(w.root, target, p, unix.O_PATH, 0)
+	if err != nil {
+		return nil, false
 	}
-	info, err := fs.Stat(fsys, p)
+	defer f.Close()
+	info, err := f.Stat()
 	if err != nil || !info.Mode().IsRegular() {
-		return nil, false, false
+		return nil, false
 	}
-	return info, true, true
+	return info, true
+}
+
+// dir lists d (p in fsys, rel under the walked directory) and closes it.
+func (w *walker) dir(d *os.File, p, rel string, stack ignoreStack) {
+	defer d.Close()
+	ents, err := d.ReadDir(-1)
+	if err != nil && len(ents) == 0 {
+		return // unreadable directories are left out
+	}
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	fd := int(d.Fd())
+	for _, e := range ents {
+		if w.stopped {
+			return
+		}
+		name := e.Name()
+		erel, ep := join(rel, name), path.Join(p, name)
+		if e.IsDir() {
+			if slices.Contains(w.skip, name) {
+				continue
+			}
+			sub := stack
+			if w.req.Gitignore {
+				if stack.ignored(join(w.rootRel, erel), true) {
+					continue
+				}
+			}
+			nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				continue
+			}
+			if w.req.Gitignore {
+				sub = loadIgnore(stack, w.fsys, ep, join(w.rootRel, erel))
+			}
+			w.dir(os.NewFile(uintptr(nfd), ep), ep, erel, sub)
+			continue
+		}
+		var size int64
+		var mode fs.FileMode
+		var mtime time.Time
+		symlink := false
+		switch {
+		case e.Type().IsRegular():
+			var st unix.Stat_t
+			if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				continue
+			}
+			size, mode, mtime = st.Size, fs.FileMode(st.Mode&0o777), time.Unix(st.Mtim.Unix())
+		case e.Type()&fs.ModeSymlink != 0:
+			info, ok := w.linkTarget(ep)
+			if !ok {
+				continue
+			}
+			size, mode, mtime, symlink = info.Size(), info.Mode(), info.ModTime(), true
+		default:
+			continue
+		}
+		if w.req.Gitignore && stack.ignored(join(w.rootRel, erel), false) {
+			continue
+		}
+		if w.req.MaxSize > 0 && size > w.req.MaxSize {
+			continue
+		}
+		if len(w.out.Files) >= w.max {
+			w.out.Truncated, w.stopped = true, true
+			return
+		}
+		w.out.Files = append(w.out.Files, proto.FileInfo{Path: erel, Size: size, Mode: uint32(mode), ModTime: mtime, Symlink: symlink})
+	}
 }
 
 // parentIgnores loads the .gitignore files from the root down to (not
