@@ -52,14 +52,10 @@ func call(t *testing.T, d *daemon, run, tool string, args any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		b.WriteString(c.Text)
-	}
 	if res.IsError {
-		return "", errors.New(b.String())
+		return "", errors.New(res.Text())
 	}
-	return b.String(), nil
+	return res.Text(), nil
 }
 
 func mustCall(t *testing.T, d *daemon, run, tool string, args any) string {

@@ -109,11 +109,7 @@ func (tc *toolCall) wait(t *testing.T) (string, bool) {
 		if err := <-tc.err; err != nil {
 			t.Fatalf("tool call: %v", err)
 		}
-		var b strings.Builder
-		for _, c := range r.Content {
-			b.WriteString(c.Text)
-		}
-		return b.String(), r.IsError
+		return r.Text(), r.IsError
 	case <-time.After(60 * time.Second):
 		t.Fatal("the blocked tool call did not return within 60s")
 	}

@@ -555,3 +555,14 @@ func TestNestedCallRunsInsideTheTurn(t *testing.T) {
 		t.Fatal("the outside call never got its turn after the outer call ended")
 	}
 }
+
+// Result.Text is what a reader sees: text blocks joined, images left out.
+func TestResultText(t *testing.T) {
+	r := Result{Content: []Block{{Type: "text", Text: "a"}, {Type: "image", MimeType: "image/png", Data: "AAAA"}, {Type: "text", Text: "b"}}}
+	if got := r.Text(); got != "a\nb" {
+		t.Errorf("Text() = %q, want \"a\\nb\"", got)
+	}
+	if got := (Result{}).Text(); got != "" {
+		t.Errorf("Text() of an empty result = %q", got)
+	}
+}

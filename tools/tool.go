@@ -6,6 +6,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
@@ -48,6 +49,18 @@ type Block struct {
 type Result struct {
 	Content []Block `json:"content"`
 	IsError bool    `json:"is_error"`
+}
+
+// Text joins the result's text blocks with newlines (images left out): what
+// a reader of the result sees.
+func (r Result) Text() string {
+	var parts []string
+	for _, b := range r.Content {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
 }
 
 // Text returns a successful result with one text block.

@@ -72,9 +72,9 @@ func runRead4K(ctx context.Context, e *env, sd *sandboxd) (read4KResult, error) 
 			res, err := sd.api.CallTool(ctx, run.ID, "read", readArgs)
 			return func() error {
 				if res.IsError {
-					return fmt.Errorf("the read tool answered an error: %s", resultText(res))
+					return fmt.Errorf("the read tool answered an error: %s", res.Text())
 				}
-				return bench.CheckNumbered(resultText(res), lines)
+				return bench.CheckNumbered(res.Text(), lines)
 			}, err
 		},
 	}, {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
-	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/api/client"
 	"github.com/sandboxd/sandboxd/bench"
 )
@@ -22,21 +20,11 @@ func callTool(ctx context.Context, c *client.Client, runID, tool string, args an
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", tool, err)
 	}
-	text := resultText(res)
+	text := res.Text()
 	if res.IsError {
 		return "", fmt.Errorf("%s answered an error: %s", tool, text)
 	}
 	return text, nil
-}
-
-func resultText(r api.ToolResult) string {
-	var b strings.Builder
-	for _, blk := range r.Content {
-		if blk.Type == "text" {
-			b.WriteString(blk.Text)
-		}
-	}
-	return b.String()
 }
 
 // writeAndCheck writes content through the write tool and reads it back

@@ -99,7 +99,7 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 	if err := conn.Agent.WriteFiles(ctx, req); err != nil {
 		r, e := fail(err)
 		if e == nil {
-			r = tools.Error("nothing was written: " + textOf(r))
+			r = tools.Error("nothing was written: " + r.Text())
 		}
 		return r, e
 	}
@@ -114,12 +114,4 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 		out.Content = append(out.Content, env.AfterWrite(ctx, conn, paths)...)
 	}
 	return out, nil
-}
-
-func textOf(r tools.Result) string {
-	var parts []string
-	for _, b := range r.Content {
-		parts = append(parts, b.Text)
-	}
-	return strings.Join(parts, " ")
 }

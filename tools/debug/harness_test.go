@@ -207,11 +207,7 @@ func (h *harness) call(args map[string]any) (string, bool) {
 	if err != nil {
 		h.t.Fatalf("debug %v: Go error %v", args, err)
 	}
-	var parts []string
-	for _, b := range res.Content {
-		parts = append(parts, b.Text)
-	}
-	return strings.Join(parts, "\n"), res.IsError
+	return res.Text(), res.IsError
 }
 
 // ok runs an operation that must succeed and contain every want.

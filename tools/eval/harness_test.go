@@ -227,13 +227,7 @@ func (b *box) evalIn(env *tools.Env, lang, code string, extra map[string]any) to
 }
 
 func text(r tools.Result) string {
-	var parts []string
-	for _, bl := range r.Content[1:] { // the first block is the description
-		if bl.Type == "text" {
-			parts = append(parts, bl.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
+	return tools.Result{Content: r.Content[1:]}.Text() // the first block is the description
 }
 
 // ok runs a cell that must succeed and returns its text output.

@@ -68,11 +68,7 @@ func (s *sandbox) call(name string, args any) (string, bool) {
 	if err != nil {
 		s.t.Fatalf("%s: Go error %v", name, err)
 	}
-	var parts []string
-	for _, b := range res.Content {
-		parts = append(parts, b.Text)
-	}
-	return strings.Join(parts, "\n"), res.IsError
+	return res.Text(), res.IsError
 }
 
 // ok runs a call that must succeed.

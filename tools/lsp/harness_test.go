@@ -177,11 +177,7 @@ func (bx *box) call(name string, args map[string]any) (string, bool) {
 	if err != nil {
 		bx.t.Fatalf("%s %v: Go error %v", name, args, err)
 	}
-	var parts []string
-	for _, b := range res.Content {
-		parts = append(parts, b.Text)
-	}
-	return strings.Join(parts, "\n"), res.IsError
+	return res.Text(), res.IsError
 }
 
 // ok runs a call that must succeed and whose text must contain every want.

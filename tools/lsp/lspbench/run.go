@@ -216,12 +216,8 @@ func check(res api.ToolResult, err error, want string) error {
 	if err != nil {
 		return err
 	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		b.WriteString(c.Text)
-	}
-	if res.IsError || !strings.Contains(b.String(), want) {
-		return fmt.Errorf("answer lacks %q (is_error %v): %s", want, res.IsError, b.String())
+	if text := res.Text(); res.IsError || !strings.Contains(text, want) {
+		return fmt.Errorf("answer lacks %q (is_error %v): %s", want, res.IsError, text)
 	}
 	return nil
 }
