@@ -27,31 +27,11 @@ import (
 
 var (
 	agentBin  string
-	testImage = "sandboxd-base:bookworm"
+	testImage = sandboxtest.Image("sandboxd-base:bookworm")
 )
 
 func TestMain(m *testing.M) {
-	if img := os.Getenv("SANDBOXD_TEST_IMAGE"); img != "" {
-		testImage = img
-	}
-	if os.Getenv("SANDBOXD_TEST_CONTAINERD") != "1" {
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "sandboxd-containerd-test-")
-	if err == nil {
-		agentBin, err = sandboxtest.BuildAgent(dir)
-	}
-	if err == nil {
-		err = ensureImage(dir, testImage)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	sandboxtest.Main(m, "SANDBOXD_TEST_CONTAINERD", &agentBin, func(dir string) error { return ensureImage(dir, testImage) })
 }
 
 // ensureImage imports image from Docker unless the namespace has the same

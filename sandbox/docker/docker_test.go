@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path"
 	"slices"
@@ -26,29 +25,10 @@ import (
 
 var (
 	agentBin  string
-	testImage = "sandboxd-base:bookworm"
+	testImage = sandboxtest.Image("sandboxd-base:bookworm")
 )
 
-func TestMain(m *testing.M) {
-	if img := os.Getenv("SANDBOXD_TEST_IMAGE"); img != "" {
-		testImage = img
-	}
-	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "sandboxd-docker-test-")
-	if err == nil {
-		agentBin, err = sandboxtest.BuildAgent(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sandboxtest.Main(m, "SANDBOXD_TEST_DOCKER", &agentBin, nil) }
 
 func needDocker(t *testing.T) {
 	t.Helper()

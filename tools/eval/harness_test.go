@@ -24,19 +24,7 @@ import (
 
 var agentBin string // built once when the Docker suite or host kernels need it
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sandboxd-eval-test-")
-	if err == nil {
-		agentBin, err = sandboxtest.BuildAgent(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sandboxtest.Main(m, "", &agentBin, nil) }
 
 // slowTool is a read-level tool that takes a while; it stands for a bridge
 // call (a worker, a question) that outlasts the cell's budget.

@@ -24,7 +24,7 @@ import (
 
 var (
 	agentBin  string
-	testImage = "sandboxd-sandbox:latest"
+	testImage = sandboxtest.Image("sandboxd-sandbox:latest")
 )
 
 func TestMain(m *testing.M) {
@@ -32,26 +32,7 @@ func TestMain(m *testing.M) {
 		runFakeServer(mode)
 		os.Exit(0)
 	}
-	if img := os.Getenv("SANDBOXD_TEST_IMAGE"); img != "" {
-		testImage = img
-	}
-	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "sandboxd-lsp-test-")
-	if err == nil {
-		if agentBin = os.Getenv("SANDBOXD_AGENT_BIN"); agentBin == "" {
-			agentBin, err = sandboxtest.BuildAgent(dir)
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	sandboxtest.Main(m, "SANDBOXD_TEST_DOCKER", &agentBin, nil)
 }
 
 // box is one Docker sandbox with the fixture written into its workspace,
