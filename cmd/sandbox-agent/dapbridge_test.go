@@ -40,19 +40,11 @@ func TestDAPBridgeSpeaksTheSocketOnStdio(t *testing.T) {
 	cmd.Stdin = strings.NewReader("content-length: 2\r\n\r\n{}")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("dap-bridge: %v\n%s", err, errb.String())
-		}
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("dap-bridge did not end with its adapter")
+	if err := waitWithin(t, cmd, 30*time.Second, "dap-bridge did not end with its adapter"); err != nil {
+		t.Fatalf("dap-bridge: %v\n%s", err, errb.String())
 	}
 	if out.String() != "CONTENT-LENGTH: 2\r\n\r\n{}" {
 		t.Errorf("stdout = %q, want the adapter's answer", out.String())

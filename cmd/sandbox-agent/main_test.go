@@ -324,22 +324,32 @@ func TestInitRunsCommandAndExitsWithIt(t *testing.T) {
 	cmd := exec.Command(binary, "init", "--socket", sock, "--", "sh", "-c", "echo main; exit 5")
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
-	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
-			t.Fatalf("init exited with %v, want status 5", err)
-		}
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("init did not exit after its command")
+	err := waitWithin(t, cmd, 20*time.Second, "init did not exit after its command")
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
+		t.Fatalf("init exited with %v, want status 5", err)
 	}
 	if strings.TrimSpace(stdout.String()) != "main" {
 		t.Fatalf("stdout %q", stdout.String())
+	}
+}
+
+// waitWithin waits for the started cmd for at most d; past that it kills
+// it and fails the test with why. It returns what Wait returned.
+func waitWithin(t *testing.T, cmd *exec.Cmd, d time.Duration, why string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal(why)
+		return nil
 	}
 }
 
@@ -366,8 +376,6 @@ func TestInitExitsOnSIGTERM(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { cmd.Process.Kill() })
 	waitListening(t, sock)
 	a := startAttach(t, sock) // connects to init's daemon; starts none
@@ -383,14 +391,8 @@ func TestInitExitsOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("init exited with %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("init ignored SIGTERM")
+	if err := waitWithin(t, cmd, 20*time.Second, "init ignored SIGTERM"); err != nil {
+		t.Fatalf("init exited with %v", err)
 	}
 	if alive(p.PID) {
 		t.Fatalf("process %d outlived init", p.PID)
