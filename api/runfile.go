@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -41,22 +42,12 @@ func (s *RunStore) flushLocked() {
 	}
 }
 
-// runFile is the file's content.
+// runFile is the file's content: the top-level runs as the store holds
+// them.
 type runFile struct {
-	Version int        `json:"version"`
-	Runs    []savedRun `json:"runs"`
-	Saved   time.Time  `json:"saved"`
-}
-
-type savedRun struct {
-	ID           string `json:"id"`
-	Tenant       string `json:"tenant"`
-	Conversation string `json:"conversation"`
-	Surface      string `json:"surface"`
-	Workdir      string `json:"workdir,omitempty"`
-	Space        string `json:"space,omitempty"`
-	Approval     string `json:"approval,omitempty"`
-	Vibe         bool   `json:"vibe,omitempty"`
+	Version int         `json:"version"`
+	Runs    []tools.Run `json:"runs"`
+	Saved   time.Time   `json:"saved"`
 }
 
 // Load reads the run file into the store and returns how many runs it
@@ -74,12 +65,12 @@ func (s *RunStore) Load() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("the run file %s cannot be read: %w", s.file, err)
 	}
-	var rf runFile
-	derr := json.NewDecoder(&limitedReader{r: f, n: maxRunFile}).Decode(&rf)
+	data, err := io.ReadAll(io.LimitReader(f, maxRunFile+1))
 	f.Close()
-	if derr == nil && rf.Version != runFileVersion {
-		derr = fmt.Errorf("version %d, this sandboxd reads %d", rf.Version, runFileVersion)
+	if err != nil {
+		return 0, fmt.Errorf("the run file %s cannot be read: %w", s.file, err)
 	}
+	rf, derr := parseRunFile(data)
 	if derr != nil {
 		bad := s.file + ".bad"
 		_ = os.Rename(s.file, bad)
@@ -90,15 +81,29 @@ func (s *RunStore) Load() (int, error) {
 	defer s.mu.Unlock()
 	n := 0
 	for _, r := range rf.Runs {
-		if r.ID == "" || r.Tenant == "" || s.runs[r.ID] != nil || s.perTenant[r.Tenant] >= s.max {
+		if r.ID == "" || r.Tenant == "" || r.Parent != "" || s.runs[r.ID] != nil || s.perTenant[r.Tenant] >= s.max {
 			continue
 		}
-		s.runs[r.ID] = &runEntry{lastUsed: now, run: tools.Run{ID: r.ID, Tenant: r.Tenant, Conversation: r.Conversation,
-			Surface: r.Surface, Workdir: r.Workdir, Space: r.Space, Approval: r.Approval, Vibe: r.Vibe}}
+		s.runs[r.ID] = &runEntry{lastUsed: now, run: r}
 		s.perTenant[r.Tenant]++
 		n++
 	}
 	return n, nil
+}
+
+// parseRunFile reads a run file of this sandboxd's version.
+func parseRunFile(data []byte) (runFile, error) {
+	var rf runFile
+	if len(data) > maxRunFile {
+		return rf, fmt.Errorf("it is larger than %d bytes", maxRunFile)
+	}
+	if err := json.Unmarshal(data, &rf); err != nil {
+		return rf, err
+	}
+	if rf.Version != runFileVersion {
+		return rf, fmt.Errorf("version %d, this sandboxd reads %d", rf.Version, runFileVersion)
+	}
+	return rf, nil
 }
 
 // saveLocked rewrites the run file with the live top-level runs (temporary
@@ -108,14 +113,11 @@ func (s *RunStore) saveLocked() error {
 	if s.file == "" {
 		return nil
 	}
-	rf := runFile{Version: runFileVersion, Runs: []savedRun{}, Saved: s.now().UTC()}
+	rf := runFile{Version: runFileVersion, Runs: []tools.Run{}, Saved: s.now().UTC()}
 	for _, e := range s.runs {
-		r := e.run
-		if r.Parent != "" {
-			continue
+		if e.run.Parent == "" {
+			rf.Runs = append(rf.Runs, e.run)
 		}
-		rf.Runs = append(rf.Runs, savedRun{ID: r.ID, Tenant: r.Tenant, Conversation: r.Conversation,
-			Surface: r.Surface, Workdir: r.Workdir, Space: r.Space, Approval: r.Approval, Vibe: r.Vibe})
 	}
 	data, err := json.Marshal(rf)
 	if err != nil {
@@ -140,22 +142,4 @@ func (s *RunStore) saveLocked() error {
 		return fmt.Errorf("the run file %s cannot be written: %w", s.file, werr)
 	}
 	return nil
-}
-
-// limitedReader fails past n bytes instead of truncating silently.
-type limitedReader struct {
-	r interface{ Read([]byte) (int, error) }
-	n int64
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, fmt.Errorf("the file is larger than %d bytes", maxRunFile)
-	}
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.r.Read(p)
-	l.n -= int64(n)
-	return n, err
 }
