@@ -24,8 +24,8 @@ const (
 // fsError turns an os error on a confined path into a classed error.
 func fsError(err error, path string) error {
 	switch {
-	case errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrInvalidArgument):
-		return err // already classed by openBeneath
+	case errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrNotFound):
+		return err // already classed by openBeneath or openRegular
 	case errors.Is(err, fs.ErrNotExist):
 		return errdefs.NotFound("%s does not exist; check the path", path)
 	case errors.Is(err, fs.ErrPermission):
