@@ -20,8 +20,9 @@ import (
 // outside the workspace (its state dir, which survives an agent kill and
 // a container restart). The journal of one batch is a file of JSON lines:
 //
-//	plan    written (and fsynced with its directory) before anything in the
-//	        workspace changes: every entry's directory, names and old inode
+//	plan    written and fsynced before anything in the workspace changes:
+//	        every entry's directory, names and old inode (its directory
+//	        entry is fsynced with the staged files, before the commit line)
 //	commit  appended once every staged file is fsynced: the staged inodes
 //	abort   appended when the batch failed after its commit line
 //
@@ -121,9 +122,11 @@ func (j *journal) begin(root string, entries []journalEntry) (*journalFile, erro
 	}
 	if err == nil {
 		final := filepath.Join(j.dir, name+journalSuffix)
+		// The new entry is made durable with the staged files, before the
+		// commit line (write.go's barrier): until then a lost journal
+		// leaves only hidden stage files, never a changed target.
 		if err = os.Rename(tmp, final); err == nil {
 			jf.path = final
-			err = syncDir(j.dir)
 		}
 	}
 	if err != nil {

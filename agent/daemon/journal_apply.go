@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -220,20 +221,44 @@ func closeDirs(dirs []*os.File) {
 	}
 }
 
+// maxParallelSyncs bounds the goroutines one batch fsyncs with.
+const maxParallelSyncs = 16
+
 // syncDirs fsyncs each distinct directory once.
 func syncDirs(dirs []*os.File) error {
 	seen := map[string]bool{}
-	var first error
+	var uniq []*os.File
 	for _, d := range dirs {
 		if d == nil || seen[d.Name()] {
 			continue
 		}
 		seen[d.Name()] = true
-		if err := d.Sync(); err != nil && first == nil {
-			first = err
-		}
+		uniq = append(uniq, d)
 	}
-	return first
+	return syncFiles(uniq)
+}
+
+// syncFiles fsyncs files side by side: a journaling file system folds
+// concurrent fsyncs into few commits of its own journal, where one after
+// another each waits for its own.
+func syncFiles(files []*os.File) error {
+	if len(files) == 1 {
+		return files[0].Sync()
+	}
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxParallelSyncs)
+	for i, f := range files {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = f.Sync()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // removeMadeDirs removes, deepest first, the directories the batch made,

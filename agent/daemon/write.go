@@ -41,6 +41,7 @@ type writePlan struct {
 	dir     *os.File
 	existed bool
 	entry   journalEntry
+	staged  *os.File // the staged file, open until the barrier
 }
 
 // writeFiles applies a batch all or nothing: check every expectation, write
@@ -101,6 +102,9 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 			err = abandon(plans, jf, committed, err)
 		}
 		for _, p := range plans {
+			if p.staged != nil {
+				p.staged.Close()
+			}
 			if p.dir != nil {
 				p.dir.Close()
 			}
@@ -111,10 +115,10 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 			return err
 		}
 	}
+	if err := barrier(plans, jf); err != nil {
+		return errdefs.Internal("cannot fsync the staged files: %v", err)
+	}
 	if jf != nil {
-		if err := syncPlanDirs(plans, true); err != nil {
-			return errdefs.Internal("cannot fsync the staged files' directories: %v", err)
-		}
 		commitPoint(realRoot, "staged")
 		staged := make([]uint64, len(plans))
 		for i, p := range plans {
@@ -137,13 +141,15 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 		}
 		commitPoint(realRoot, "applied:"+strconv.Itoa(i))
 	}
-	_ = syncPlanDirs(plans, false)
+	dirs, _, _ := planDirFiles(plans, false)
+	_ = syncDirs(dirs)
 	commitPoint(realRoot, "synced")
 	for _, p := range plans {
 		tidyEntry(int(p.dir.Fd()), &p.entry)
 	}
 	if jf != nil {
-		_ = syncPlanDirs(plans, false)
+		// The hidden files' removal need not be durable: one that comes
+		// back after a power loss is never listed or read.
 		commitPoint(realRoot, "cleaned")
 		if err := jf.finish(); err != nil {
 			// The batch is in place; a journal that could not be removed
@@ -325,48 +331,81 @@ func stage(p *writePlan) error {
 		werr = tmp.Chmod(mode)
 	}
 	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if werr == nil {
 		var st unix.Stat_t
 		if werr = unix.Fstat(int(tmp.Fd()), &st); werr == nil {
 			p.entry.staged = st.Ino
 		}
 	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
 	if werr != nil {
+		tmp.Close()
 		return fsError(werr, f.Path)
 	}
+	p.staged = tmp
 	return nil
 }
 
-// syncPlanDirs fsyncs every directory a batch changes: the targets' and,
+// barrier fsyncs what must be durable before a batch may commit: every
+// staged file and, with a journal, the directories holding them, the
+// parents of the directories made, and the journal's own directory (its
+// new entry). The staged files are closed after.
+func barrier(plans []*writePlan, jf *journalFile) error {
+	var files, opened []*os.File
+	defer func() {
+		for _, f := range opened {
+			f.Close()
+		}
+		for _, p := range plans {
+			p.staged = nil
+		}
+	}()
+	for _, p := range plans {
+		if p.staged != nil {
+			files = append(files, p.staged)
+			opened = append(opened, p.staged)
+		}
+	}
+	if jf != nil {
+		dirs, extra, err := planDirFiles(plans, true)
+		opened = append(opened, extra...)
+		if err != nil {
+			return err
+		}
+		jd, err := os.Open(jf.j.dir)
+		if err != nil {
+			return err
+		}
+		opened = append(opened, jd)
+		files = append(append(files, dirs...), jd)
+	}
+	return syncFiles(files)
+}
+
+// planDirFiles lists the directories a batch changes: the targets' and,
 // with made, the first existing ancestor of the directories it made (a
-// made directory's entry lives in its parent, itself made or that ancestor).
-func syncPlanDirs(plans []*writePlan, made bool) error {
-	var dirs []*os.File
+// made directory's entry lives in its parent, itself made or that
+// ancestor). extra are the ones opened here, for the caller to close.
+func planDirFiles(plans []*writePlan, made bool) (dirs, extra []*os.File, err error) {
 	for _, p := range plans {
 		if p != nil && p.dir != nil {
 			dirs = append(dirs, p.dir)
 		}
 	}
-	if made {
-		for _, p := range plans {
-			if p == nil || len(p.entry.MkDirs) == 0 {
-				continue
-			}
-			top := filepath.Join(p.root, filepath.Dir(p.entry.MkDirs[0]))
-			d, err := openBeneath(p.root, top, p.req.Path, os.O_RDONLY|unix.O_DIRECTORY, 0)
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			dirs = append(dirs, d)
-		}
+	if !made {
+		return dirs, nil, nil
 	}
-	return syncDirs(dirs)
+	for _, p := range plans {
+		if p == nil || len(p.entry.MkDirs) == 0 {
+			continue
+		}
+		top := filepath.Join(p.root, filepath.Dir(p.entry.MkDirs[0]))
+		d, err := openBeneath(p.root, top, p.req.Path, os.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return dirs, extra, err
+		}
+		extra = append(extra, d)
+		dirs = append(dirs, d)
+	}
+	return dirs, extra, nil
 }
 
 // mkdirAll creates dir and its missing parents inside root, each made in
