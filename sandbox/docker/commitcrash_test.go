@@ -29,7 +29,7 @@ func TestCommitSurvivesAgentKill(t *testing.T) {
 	needDocker(t)
 	b := hookedBackend(t)
 	points := []string{"staged", "committed", "applied:1", "cleaned"}
-	sandboxtest.CommitCrash(t, b, testImage, "/tmp/commit-hook", points, func(ctx context.Context, info sandbox.Info, _ int) error {
+	sandboxtest.CommitCrash(t, b, testImage, "/tmp/commit-hook", points, func(ctx context.Context, info sandbox.Info, _ int, _ string) error {
 		name := NamePrefix + info.ID
 		if err := b.cli.ContainerKill(ctx, name, "KILL"); err != nil {
 			return err
@@ -50,7 +50,7 @@ func TestCommitSurvivesAgentKill(t *testing.T) {
 func TestCommitSurvivesContainerRestart(t *testing.T) {
 	needDocker(t)
 	b := hookedBackend(t)
-	sandboxtest.CommitCrash(t, b, testImage, "/tmp/commit-hook", []string{"applied:0"}, func(ctx context.Context, info sandbox.Info, _ int) error {
+	sandboxtest.CommitCrash(t, b, testImage, "/tmp/commit-hook", []string{"applied:0"}, func(ctx context.Context, info sandbox.Info, _ int, _ string) error {
 		timeout := 5
 		return b.cli.ContainerRestart(ctx, NamePrefix+info.ID, container.StopOptions{Timeout: &timeout})
 	})

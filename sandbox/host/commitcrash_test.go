@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -22,11 +23,18 @@ func TestCommitSurvivesAgentKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(t.TempDir(), WithAgentBinary(hooked))
+	data := t.TempDir()
+	b, err := New(data, WithAgentBinary(hooked))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sandboxtest.CommitCrash(t, b, "", t.TempDir(), sandboxtest.CommitPoints, func(ctx context.Context, _ sandbox.Info, pid int) error {
+	sandboxtest.CommitCrash(t, b, "", t.TempDir(), sandboxtest.CommitPoints, func(ctx context.Context, info sandbox.Info, pid int, point string) error {
+		// The journal is kept beside the workspace, in the sandbox's folder,
+		// until the batch is settled ("done" comes after its removal).
+		journals, _ := filepath.Glob(filepath.Join(data, "sandboxes", info.ID, "agent-state", "*.journal"))
+		if want := point != "done"; (len(journals) == 1) != want {
+			t.Errorf("at %q the sandbox's agent-state holds journals %v; want one: %v", point, journals, want)
+		}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			return err
 		}

@@ -30,9 +30,10 @@ var CommitPoints = []string{"planned", "staged", "committed", "applied:0", "appl
 func committedAt(point string) bool { return point != "planned" && point != "staged" }
 
 // Kill ends the sandbox's agent at once, the way an OOM kill or a stop
-// would (pid is the agent daemon's, as its hello tells); it returns once
-// the sandbox can be reached again, by the same agent binary restarted.
-type Kill func(ctx context.Context, info sandbox.Info, pid int) error
+// would (pid is the agent daemon's, as its hello tells; point is where its
+// commit stands); it returns once the sandbox can be reached again, by the
+// same agent binary restarted.
+type Kill func(ctx context.Context, info sandbox.Info, pid int, point string) error
 
 // CommitCrash stops a real agent (built with -tags commithook) at each
 // step of a write_files commit, kills it with kill, and checks after the
@@ -93,7 +94,7 @@ func CommitCrash(t *testing.T, b sandbox.Backend, image, hookDir string, points 
 			done := make(chan error, 1)
 			go func() { done <- c.WriteFiles(ctx, &proto.WriteFilesRequest{Root: ws, Files: batch}) }()
 			waitReached(ctx, t, c, hookDir, done)
-			if err := kill(ctx, info, h.PID); err != nil {
+			if err := kill(ctx, info, h.PID, point); err != nil {
 				t.Fatalf("kill: %v", err)
 			}
 			select {
