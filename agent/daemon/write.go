@@ -124,10 +124,12 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 		for i, p := range plans {
 			staged[i] = p.entry.staged
 		}
+		// From here the commit line may be on disk, even if its write
+		// fails: an undo must then record its abort first.
+		committed = true
 		if err := jf.mark(journalMark{Commit: true, Staged: staged}); err != nil {
 			return errdefs.Internal("cannot record the commit in the journal %s: %v", jf.path, err)
 		}
-		committed = true
 		commitPoint(realRoot, "committed")
 	}
 	for i, p := range plans {
