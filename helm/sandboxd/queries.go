@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -213,10 +214,10 @@ func splitMatchers(body string) []string {
 	return out
 }
 
-func valuesOf(series []map[string]string, label string) []string {
+func valuesOf(series []Sample, label string) []string {
 	var out []string
 	for _, s := range series {
-		if v, ok := s[label]; ok && !slices.Contains(out, v) {
+		if v, ok := s.Labels[label]; ok && !slices.Contains(out, v) {
 			out = append(out, v)
 		}
 	}
@@ -224,11 +225,16 @@ func valuesOf(series []map[string]string, label string) []string {
 	return out
 }
 
+// Sample is one line of a scrape.
+type Sample struct {
+	Labels map[string]string
+	Value  float64
+}
+
 // ParseScrape reads the Prometheus text format into each sample name's
-// label sets (a histogram's samples under their _bucket, _sum and _count
-// names).
-func ParseScrape(text string) (map[string][]map[string]string, error) {
-	out := map[string][]map[string]string{}
+// samples (a histogram's under their _bucket, _sum and _count names).
+func ParseScrape(text string) (map[string][]Sample, error) {
+	out := map[string][]Sample{}
 	for n, line := range strings.Split(text, "\n") {
 		if line = strings.TrimSpace(line); line == "" || line[0] == '#' {
 			continue
@@ -237,29 +243,38 @@ func ParseScrape(text string) (map[string][]map[string]string, error) {
 		if end <= 0 {
 			return nil, fmt.Errorf("scrape line %d has no value: %q", n+1, line)
 		}
-		name, labels := line[:end], map[string]string{}
-		if line[end] == '{' {
+		name, rest, labels := line[:end], line[end:], map[string]string{}
+		if rest[0] == '{' {
 			var err error
-			if labels, err = parseLabels(line[end+1:]); err != nil {
+			if labels, rest, err = parseLabels(rest[1:]); err != nil {
 				return nil, fmt.Errorf("scrape line %d: %w: %q", n+1, err, line)
 			}
 		}
-		out[name] = append(out[name], labels)
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return nil, fmt.Errorf("scrape line %d has no value: %q", n+1, line)
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("scrape line %d: %w", n+1, err)
+		}
+		out[name] = append(out[name], Sample{Labels: labels, Value: v})
 	}
 	return out, nil
 }
 
-// parseLabels reads `k="v",...}` from the start of s.
-func parseLabels(s string) (map[string]string, error) {
+// parseLabels reads `k="v",...}` from the start of s and returns what
+// follows the closing brace.
+func parseLabels(s string) (map[string]string, string, error) {
 	out := map[string]string{}
 	for {
 		s = strings.TrimLeft(s, " ,")
-		if strings.HasPrefix(s, "}") {
-			return out, nil
+		if rest, ok := strings.CutPrefix(s, "}"); ok {
+			return out, rest, nil
 		}
 		eq := strings.Index(s, `="`)
 		if eq <= 0 {
-			return nil, fmt.Errorf("a label without a quoted value")
+			return nil, "", fmt.Errorf("a label without a quoted value")
 		}
 		key := s[:eq]
 		s = s[eq+2:]
@@ -276,7 +291,7 @@ func parseLabels(s string) (map[string]string, error) {
 			v.WriteByte(s[i])
 		}
 		if i == len(s) {
-			return nil, fmt.Errorf("label %s has no closing quote", key)
+			return nil, "", fmt.Errorf("label %s has no closing quote", key)
 		}
 		out[key] = v.String()
 		s = s[i+1:]
