@@ -47,6 +47,12 @@ func TestOutcomeClasses(t *testing.T) {
 		{name: "deadline_inside", call: func(context.Context, *Env) (Result, error) {
 			return Fail(errdefs.DeadlineExceeded("agent read_file did not finish before the deadline"))
 		}, want: OutcomeFailure},
+		{name: "server_crashed", call: func(context.Context, *Env) (Result, error) {
+			return ErrorFrom(errdefs.Unavailable("the gopls language server crashed 3 times in 1m and is not restarted again")), nil
+		}, want: OutcomeFailure, text: "crashed"},
+		{name: "file_changed", call: func(context.Context, *Env) (Result, error) {
+			return ErrorFrom(errdefs.Conflict("a.txt changed since it was read; read it again")), nil
+		}, want: OutcomeToolError},
 		{name: "internal", call: func(context.Context, *Env) (Result, error) {
 			return Fail(errdefs.Internal("the journal cannot be written"))
 		}, want: OutcomeFailure, text: "internal error: the journal cannot be written"},

@@ -217,3 +217,25 @@ func keys(m map[string]bool) string {
 	slices.Sort(ks)
 	return strings.Join(ks, ", ")
 }
+
+func TestParseScrape(t *testing.T) {
+	got, err := ParseScrape("# HELP x y\n" +
+		`sandboxd_http_requests_total{code="200",method="GET",route="GET /v1/sandboxes/{id}"} 3` + "\n" +
+		`sandboxd_build_info{goversion="go1.26",version="a \"b\""} 1` + "\n" +
+		"sandboxd_runs_active 2.5\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got["sandboxd_http_requests_total"]; len(s) != 1 || s[0].Value != 3 || s[0].Labels["route"] != "GET /v1/sandboxes/{id}" {
+		t.Errorf("http sample = %+v", s)
+	}
+	if s := got["sandboxd_build_info"]; len(s) != 1 || s[0].Labels["version"] != `a "b"` {
+		t.Errorf("build_info sample = %+v", s)
+	}
+	if s := got["sandboxd_runs_active"]; len(s) != 1 || s[0].Value != 2.5 || len(s[0].Labels) != 0 {
+		t.Errorf("runs_active sample = %+v", s)
+	}
+	if _, err := ParseScrape(`sandboxd_x{a="b} 1`); err == nil {
+		t.Error("an unclosed quote parsed")
+	}
+}
