@@ -14,12 +14,12 @@ import (
 )
 
 // Outcomes of a call as reported to a CallObserver (a closed set: metrics
-// use it as a label).
+// use it as a label; see Outcomes).
 const (
 	OutcomeOK               = "ok"
 	OutcomeToolError        = "tool_error"
 	OutcomeInvalidArguments = "invalid_arguments"
-	OutcomeInternalError    = "internal_error"
+	OutcomeFailure          = "failure"
 	OutcomeCanceled         = "canceled"
 )
 
@@ -189,16 +189,16 @@ func (r *Registry) Call(ctx context.Context, env *Env, name string, args json.Ra
 	res, terr, panicked := r.invoke(ctx, env, e, args)
 	switch {
 	case panicked:
-		outcome = OutcomeInternalError
+		outcome = OutcomeFailure
 	case terr != nil && ctx.Err() != nil && errors.Is(terr, ctx.Err()):
 		outcome = OutcomeCanceled
 		res = Error(fmt.Sprintf("the %s call was canceled before it finished", name))
 	case terr != nil:
-		outcome = OutcomeInternalError
+		outcome = OutcomeFailure
 		r.log.ErrorContext(ctx, "tool call failed", "tool", name, "run", runID(env), "err", terr)
 		res = Error("internal error: " + terr.Error())
 	case res.IsError:
-		outcome = OutcomeToolError
+		outcome = resultOutcome(ctx, res)
 	}
 	if res.Content == nil {
 		res.Content = []Block{}

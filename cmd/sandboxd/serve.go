@@ -135,6 +135,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := registerTools(w); err != nil {
 		return err
 	}
+	// Every tool's series exist at zero from the first scrape.
+	m.SetTools(registry.Specs())
 
 	hostPaths := api.HostPaths{Allowed: cfg.AllowedHostPaths}
 	if cfg.Path == "" {

@@ -100,7 +100,7 @@ func result(out string, err error) (tools.Result, error) {
 		errdefs.ErrResourceExhausted, errdefs.ErrUnavailable, errdefs.ErrDeadlineExceeded,
 	} {
 		if errors.Is(err, class) {
-			return tools.Error(err.Error()), nil
+			return tools.ErrorFrom(err), nil
 		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

@@ -45,7 +45,7 @@ func spec(name, desc, schema string) tools.Spec {
 func toolErr(err error) (tools.Result, error) {
 	switch errdefs.Code(err) {
 	case "invalid_argument", "not_found", "resource_exhausted", "unavailable", "failed_precondition":
-		return tools.Error(err.Error()), nil
+		return tools.ErrorFrom(err), nil
 	}
 	return tools.Result{}, err
 }
