@@ -8,7 +8,6 @@ package files
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -126,7 +125,7 @@ func (c *config) fileCtx(ctx context.Context) (context.Context, context.CancelFu
 // what became of the call.
 func (c *config) failFile(ctx, fctx context.Context, err error, what, outcome string) (tools.Result, error) {
 	if errors.Is(err, errdefs.ErrDeadlineExceeded) && fileTimedOut(ctx, fctx) {
-		return tools.Error(fmt.Sprintf("%s did not finish within %s: the sandbox did not answer (its file system or container may be stuck); %s", what, c.fileTimeout, outcome)), nil
+		return tools.ErrorFrom(errdefs.DeadlineExceeded("%s did not finish within %s: the sandbox did not answer (its file system or container may be stuck); %s", what, c.fileTimeout, outcome)), nil
 	}
 	return fail(err)
 }
