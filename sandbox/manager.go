@@ -24,6 +24,7 @@ import (
 type Manager struct {
 	backend Backend
 	name    string
+	dep     Deployment // the backend's: every sandbox outside it is ignored
 	opts    options
 	log     *slog.Logger
 
@@ -50,6 +51,10 @@ type entry struct {
 	info     Info
 	gen      uint64 // m.gen at insert: a refresh that listed before it must not drop it
 	lastUsed time.Time
+	// checked is when the engine last said the sandbox runs (real time):
+	// a pipe handed out after stateCheck without one is checked first, so
+	// a paused or stopped sandbox fails fast instead of hanging the call.
+	checked  time.Time
 	client   *agent.Client
 	dial     *dialing // non-nil while a pipe is being opened
 	opened   bool     // a pipe was opened before, so the next one is a reconnect
@@ -72,6 +77,7 @@ func NewManager(b Backend, opts ...Option) *Manager {
 	return &Manager{
 		backend:    b,
 		name:       b.Name(),
+		dep:        b.Deployment(),
 		opts:       o,
 		log:        o.log.With("backend", b.Name()),
 		ctx:        ctx,
@@ -102,7 +108,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.mu.Lock()
 		n := len(m.byID)
 		m.mu.Unlock()
-		m.log.Info("sandbox map loaded", "sandboxes", n)
+		m.log.Info("sandbox map loaded", "sandboxes", n, "deployment", m.dep.Name, "adopt_unlabelled", m.dep.AdoptUnlabelled)
 	case errors.Is(err, errdefs.ErrUnavailable):
 		m.log.Warn("sandbox map not loaded yet; will retry", "err", err)
 	default:
@@ -204,6 +210,9 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (Info, error) {
 	if err != nil {
 		return Info{}, m.backendErr("inspect sandbox "+id, err)
 	}
+	if !m.dep.Owns(info.Labels) {
+		return Info{}, errNoSandbox(id) // another deployment's
+	}
 	if info.Tenant != tenant || info.Conversation == "" {
 		return Info{}, errNoSandbox(id)
 	}
@@ -269,9 +278,10 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	return nil
 }
 
-// Counts returns the number of mapped sandboxes per state, for metrics.
+// Counts returns the number of mapped sandboxes per state, for metrics: the
+// deployment's own only.
 func (m *Manager) Counts() map[string]int {
-	out := map[string]int{StateRunning: 0, StateStopped: 0}
+	out := map[string]int{StateRunning: 0, StateStopped: 0, StatePaused: 0}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range m.byID {
