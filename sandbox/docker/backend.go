@@ -141,7 +141,9 @@ func (b *Backend) Name() string { return "docker" }
 func (b *Backend) Deployment() sandbox.Deployment { return b.dep }
 
 // ResumeHint is the command that unpauses the sandbox's container.
-func (b *Backend) ResumeHint(info sandbox.Info) string { return "docker unpause " + NamePrefix + info.ID }
+func (b *Backend) ResumeHint(info sandbox.Info) string {
+	return "docker unpause " + NamePrefix + info.ID
+}
 
 // Close releases the client when the Backend made it.
 func (b *Backend) Close() error {
