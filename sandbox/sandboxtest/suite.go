@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -68,9 +67,6 @@ type suite struct {
 	b          sandbox.Backend
 	dep        sandbox.Deployment
 	tenant     string
-
-	mu       sync.Mutex        // guards backends
-	backends []sandbox.Backend // every backend made, for the cleanup
 }
 
 // Run runs every case against backends newBackend returns: the suite's own
@@ -86,7 +82,6 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 	if s.cfg.count == nil {
 		s.cfg.count = s.listCount
 	}
-	t.Cleanup(s.removeAll)
 
 	t.Run("CreateListGet", s.createListGet)
 	t.Run("ConflictOnSecondCreate", s.conflict)
@@ -103,15 +98,15 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 	t.Run("Delete", s.delete)
 }
 
-// backend returns a backend of deployment d, removed from at the cleanup.
+// backend returns a backend of deployment d. The suite's sandboxes in it
+// are removed when t ends, before any cleanup newBackend registered (which
+// may close the backend).
 func (s *suite) backend(t *testing.T, d sandbox.Deployment) sandbox.Backend {
 	b := s.newBackend(t, d)
+	t.Cleanup(func() { s.removeAll(b) })
 	if got := b.Deployment(); got.Name != d.Name {
 		t.Fatalf("the backend works for deployment %q, want %q", got.Name, d.Name)
 	}
-	s.mu.Lock()
-	s.backends = append(s.backends, b)
-	s.mu.Unlock()
 	return b
 }
 
@@ -380,25 +375,19 @@ func (s *suite) listCount(ctx context.Context, tenant string) (int, error) {
 	return n, err
 }
 
-// removeAll removes every sandbox of the suite's tenant, of every
-// deployment the suite made a backend for.
-func (s *suite) removeAll() {
+// removeAll removes every sandbox of the suite's tenant in b.
+func (s *suite) removeAll(b sandbox.Backend) {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s.mu.Lock()
-	backends := s.backends
-	s.mu.Unlock()
-	for _, b := range backends {
-		infos, err := b.List(c)
-		if err != nil {
-			s.t.Errorf("cleanup: %v", err)
-			continue
-		}
-		for _, i := range infos {
-			if i.Tenant == s.tenant {
-				if err := b.Remove(c, i.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-					s.t.Errorf("cleanup of %s: %v", i.ID, err)
-				}
+	infos, err := b.List(c)
+	if err != nil {
+		s.t.Errorf("cleanup: %v", err)
+		return
+	}
+	for _, i := range infos {
+		if i.Tenant == s.tenant {
+			if err := b.Remove(c, i.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				s.t.Errorf("cleanup of %s: %v", i.ID, err)
 			}
 		}
 	}
