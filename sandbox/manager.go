@@ -15,7 +15,16 @@ import (
 // Manager maps (tenant, conversation) to sandboxes and keeps one agent pipe
 // per sandbox. The backend's labels are the source of truth; the Manager
 // only caches them, refreshes the cache on a miss and periodically, and so
-// notices sandboxes created or removed behind its back.
+// notices sandboxes created or removed behind its back. It works for its
+// backend's Deployment alone: a sandbox the deployment does not own is
+// skipped in every listing and NotFound everywhere else, even when the
+// backend lets it through, so it is never adopted, counted, reaped or
+// deleted, and a conversation id is unique per deployment and tenant.
+//
+// The engine's state is read before a pipe is opened, again when opening
+// fails, and before an open pipe is handed out once the last reading is
+// older than the state-check interval: a paused, stopped or vanished
+// sandbox is told as such instead of as a dropped session.
 //
 // Goroutines: one reaper (periodic refresh and idle reaping), one dialer per
 // pipe being opened, and one watcher per open pipe. Close stops the reaper,
