@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,4 +150,34 @@ func TestAdoptUnlabelled(t *testing.T) {
 	if err := m.Delete(ctx, "acme", legacy); err != nil {
 		t.Errorf("Delete of an adopted sandbox = %v", err)
 	}
+}
+
+// A deployment that leaves unlabelled sandboxes alone says so at start-up,
+// with how to adopt them; one that adopts them does not.
+func TestUnlabelledSandboxesNoted(t *testing.T) {
+	f := newFake(t)
+	f.addLabelled("acme", "old", map[string]string{LabelManaged: "true"})
+	var logs strings.Builder
+	startManager(t, f, WithLogger(slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))))
+	if !strings.Contains(logs.String(), "adopt_unlabelled_sandboxes") || !strings.Contains(logs.String(), "count=1") {
+		t.Errorf("start-up log %q does not note the unlabelled sandbox", logs.String())
+	}
+	f.dep.AdoptUnlabelled = true
+	logs.Reset()
+	startManager(t, f, WithLogger(slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))))
+	if strings.Contains(logs.String(), "adopt_unlabelled_sandboxes") {
+		t.Errorf("an adopting deployment warned: %q", logs.String())
+	}
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex // guards w
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

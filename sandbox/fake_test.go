@@ -211,7 +211,23 @@ func (f *fakeBackend) addLabelled(tenant, conv string, labels map[string]string)
 	return id
 }
 
-var _ Backend = (*fakeBackend)(nil)
+// Unlabelled counts the boxes without a deployment label.
+func (f *fakeBackend) Unlabelled(ctx context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, b := range f.boxes {
+		if b.Labels[LabelDeployment] == "" {
+			n++
+		}
+	}
+	return n, nil
+}
+
+var (
+	_ Backend           = (*fakeBackend)(nil)
+	_ UnlabelledCounter = (*fakeBackend)(nil)
+)
 
 // countingObserver counts pipe events.
 type countingObserver struct {

@@ -123,9 +123,26 @@ func (m *Manager) Start(ctx context.Context) error {
 	default:
 		return err
 	}
+	m.noteUnlabelled(ctx)
 	m.wg.Add(1)
 	go m.reaper()
 	return nil
+}
+
+// noteUnlabelled warns about sandboxes of a sandboxd from before
+// deployments that this deployment leaves alone: after an upgrade they would
+// otherwise vanish from the API without a word while they keep running.
+func (m *Manager) noteUnlabelled(ctx context.Context) {
+	c, ok := m.backend.(UnlabelledCounter)
+	if !ok || m.dep.AdoptUnlabelled {
+		return
+	}
+	n, err := c.Unlabelled(ctx)
+	if err != nil || n == 0 {
+		return
+	}
+	m.log.Warn("sandboxes made before deployments carry no deployment label and are left alone; "+
+		"set adopt_unlabelled_sandboxes: true in the one deployment that made them", "count", n, "deployment", m.dep.Name)
 }
 
 // Close stops the reaper and closes every agent pipe; the sandboxes and the

@@ -92,6 +92,13 @@ type ResumeHinter interface {
 	ResumeHint(info Info) string
 }
 
+// UnlabelledCounter is an optional Backend capability: how many sandboxes
+// carry LabelManaged but no LabelDeployment (made by a sandboxd from before
+// deployments), so that a deployment that leaves them alone can say so.
+type UnlabelledCounter interface {
+	Unlabelled(ctx context.Context) (int, error)
+}
+
 // Pinger is an optional Backend capability: a cheap liveness check of the
 // engine, used by /readyz.
 type Pinger interface {

@@ -44,6 +44,23 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	return out, nil
 }
 
+// Unlabelled counts the namespace's managed containers without a
+// deployment label.
+func (b *Backend) Unlabelled(ctx context.Context) (int, error) {
+	ctx = b.nsCtx(ctx)
+	cs, err := b.cli.Containers(ctx, `labels."`+sandbox.LabelManaged+`"==true`)
+	if err != nil {
+		return 0, engineErr("list containers", err)
+	}
+	n := 0
+	for _, c := range cs {
+		if l, err := c.Labels(ctx); err == nil && l[sandbox.LabelDeployment] == "" {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // Inspect returns the sandbox id (sandboxd-<id>, or the container id of a
 // container made elsewhere that carries our labels).
 func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) {

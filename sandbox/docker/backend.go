@@ -67,8 +67,10 @@ type Backend struct {
 }
 
 var (
-	_ sandbox.Backend = (*Backend)(nil)
-	_ sandbox.Pinger  = (*Backend)(nil)
+	_ sandbox.Backend           = (*Backend)(nil)
+	_ sandbox.Pinger            = (*Backend)(nil)
+	_ sandbox.UnlabelledCounter = (*Backend)(nil)
+	_ sandbox.ResumeHinter      = (*Backend)(nil)
 )
 
 // Option configures a Backend.

@@ -275,6 +275,9 @@ func TestAdoptContainerMadeElsewhere(t *testing.T) {
 	if err := b.cli.ContainerStart(ctx(t), created.ID, container.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if n, err := other.Unlabelled(ctx(t)); err != nil || n < 1 {
+		t.Errorf("Unlabelled = %d, %v; want at least the one made here", n, err)
+	}
 	// A deployment that does not adopt unlabelled sandboxes leaves it alone.
 	mo := sandbox.NewManager(other)
 	if err := mo.Start(ctx(t)); err != nil {

@@ -40,6 +40,22 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	return out, nil
 }
 
+// Unlabelled counts the managed containers without a deployment label.
+func (b *Backend) Unlabelled(ctx context.Context) (int, error) {
+	cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))})
+	if err != nil {
+		return 0, engineErr("list containers", err)
+	}
+	n := 0
+	for _, c := range cs {
+		if c.Labels[sandbox.LabelDeployment] == "" {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // Inspect returns the sandbox id (sandboxd-<id>, or a container id for an
 // adopted container).
 func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) {

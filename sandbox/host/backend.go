@@ -37,7 +37,10 @@ type Backend struct {
 	dep       sandbox.Deployment
 }
 
-var _ sandbox.Backend = (*Backend)(nil)
+var (
+	_ sandbox.Backend           = (*Backend)(nil)
+	_ sandbox.UnlabelledCounter = (*Backend)(nil)
+)
 
 // Option configures a Backend.
 type Option func(*Backend)
@@ -183,6 +186,23 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil
+}
+
+// Unlabelled counts the folders whose meta.json has no deployment label.
+func (b *Backend) Unlabelled(ctx context.Context) (int, error) {
+	ents, err := os.ReadDir(b.root)
+	if err != nil {
+		return 0, errdefs.Unavailable("cannot read %s: %v", b.root, err)
+	}
+	n := 0
+	for _, e := range ents {
+		var m meta
+		data, err := os.ReadFile(filepath.Join(b.root, e.Name(), "meta.json"))
+		if err == nil && json.Unmarshal(data, &m) == nil && m.Labels[sandbox.LabelManaged] == "true" && m.Labels[sandbox.LabelDeployment] == "" {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Inspect returns sandbox id; it is running as long as its folder exists

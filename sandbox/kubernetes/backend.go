@@ -111,8 +111,9 @@ type Backend struct {
 }
 
 var (
-	_ sandbox.Backend = (*Backend)(nil)
-	_ sandbox.Pinger  = (*Backend)(nil)
+	_ sandbox.Backend           = (*Backend)(nil)
+	_ sandbox.Pinger            = (*Backend)(nil)
+	_ sandbox.UnlabelledCounter = (*Backend)(nil)
 )
 
 // Option configures a Backend.

@@ -74,6 +74,12 @@ func TestUnlabelledPodAdoptedOnlyWhenConfigured(t *testing.T) {
 	if list, _ := a.List(bg(t)); len(list) != 0 {
 		t.Errorf("List without adoption = %+v, want none", list)
 	}
+	if _, err := a.Create(bg(t), sandbox.Spec{Tenant: "acme", Conversation: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.Unlabelled(bg(t)); err != nil || n != 1 {
+		t.Errorf("Unlabelled = %d, %v; want the 1 legacy pod", n, err)
+	}
 	if _, err := a.Inspect(bg(t), "0123456789ab"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Inspect without adoption = %v, want not_found", err)
 	}
@@ -83,7 +89,7 @@ func TestUnlabelledPodAdoptedOnlyWhenConfigured(t *testing.T) {
 	}
 	list, err := adopter.List(bg(t))
 	if err != nil || len(list) != 1 || list[0].ID != "0123456789ab" || list[0].Conversation != "old" || list[0].Deployment != "" {
-		t.Fatalf("List with adoption = %+v, %v; want the legacy pod", list, err)
+		t.Fatalf("List with adoption = %+v, %v; want the legacy pod only (not the default deployment's)", list, err)
 	}
 	if info, err := adopter.Inspect(bg(t), "0123456789ab"); err != nil || info.State != sandbox.StateRunning {
 		t.Errorf("Inspect with adoption = %+v, %v", info, err)

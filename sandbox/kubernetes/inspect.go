@@ -58,6 +58,17 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	return out, nil
 }
 
+// Unlabelled counts the namespace's managed pods without a deployment label.
+func (b *Backend) Unlabelled(ctx context.Context) (int, error) {
+	opts := listManaged(0)
+	opts.LabelSelector += ",!" + sandbox.LabelDeployment
+	pods, err := b.cs.CoreV1().Pods(b.namespace).List(ctx, opts)
+	if err != nil {
+		return 0, apiErr("list pods in namespace "+b.namespace, err)
+	}
+	return len(pods.Items), nil
+}
+
 // Inspect returns the sandbox id (pod sandboxd-<id>).
 func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) {
 	p, err := b.pod(ctx, id)
