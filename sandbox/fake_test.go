@@ -36,6 +36,9 @@ type fakeBackend struct {
 	// the box; a non-nil error fails the attach, a true dead hands out a
 	// pipe that ends before the hello.
 	attachHook func(b *Info) (dead bool, err error)
+	// inspectHook, when set, runs in Inspect (under mu) and may change the
+	// box before it is returned.
+	inspectHook func(b *Info)
 }
 
 func newFake(t *testing.T) *fakeBackend {
@@ -108,6 +111,10 @@ func (f *fakeBackend) Inspect(ctx context.Context, id string) (Info, error) {
 	b, ok := f.boxes[id]
 	if !ok {
 		return Info{}, errdefs.NotFound("no box %s", id)
+	}
+	if f.inspectHook != nil {
+		f.inspectHook(&b)
+		f.boxes[id] = b
 	}
 	return b, nil
 }

@@ -9,8 +9,13 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// stateReadTimeout bounds one read of a sandbox's state on the call path.
-const stateReadTimeout = 10 * time.Second
+const (
+	// stateReadTimeout bounds the reads of a sandbox's state on the call path.
+	stateReadTimeout = 10 * time.Second
+	// dialSettle is how long a failed dial waits for the engine to report
+	// a sandbox that it still calls running as stopped.
+	dialSettle = 2 * time.Second
+)
 
 // Agent returns the one agent client of the conversation's sandbox, opening
 // the pipe when there is none or the last one dropped. Every call counts as
@@ -168,21 +173,34 @@ func (m *Manager) inspectOwn(ctx context.Context, id, conv string) (Info, error)
 
 // dialFailed explains a failed attach or hello by the engine's state when
 // that says more than dialErr: a sandbox that no longer runs is never told
-// to "reconnect and retry". The dial's context may have ended; the state is
-// read under a short one of its own.
+// to "reconnect and retry". An engine may report a container's death a
+// moment after the exec into it failed (a kubelet notices within about a
+// second), so a sandbox still said to run is read again for a short settle
+// time. The dial's context may have ended; the reads have their own.
 func (m *Manager) dialFailed(ctx context.Context, id, conv string, dialErr error) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stateReadTimeout)
 	defer cancel()
-	info, err := m.inspectOwn(sctx, id, conv)
-	switch {
-	case errors.Is(err, errdefs.ErrNotFound):
-		return err
-	case err != nil:
-		return dialErr
-	case info.State != StateRunning:
-		return m.stateErr(info, conv)
+	settle := time.Now().Add(dialSettle)
+	for {
+		info, err := m.inspectOwn(sctx, id, conv)
+		switch {
+		case errors.Is(err, errdefs.ErrNotFound):
+			return err
+		case err != nil:
+			return dialErr
+		case info.State != StateRunning:
+			return m.stateErr(info, conv)
+		case time.Now().After(settle):
+			return dialErr
+		}
+		select {
+		case <-sctx.Done():
+			return dialErr
+		case <-m.ctx.Done():
+			return dialErr
+		case <-time.After(dialSettle / 10):
+		}
 	}
-	return dialErr
 }
 
 // recheck asks the engine whether e's sandbox still runs before its open

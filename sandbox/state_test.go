@@ -101,3 +101,25 @@ func TestDialFailureReadsTheState(t *testing.T) {
 		t.Fatalf("Agent when the sandbox vanished during the dial = %v, want not_found", err)
 	}
 }
+
+// The engine still says "running" right after the dial failed and reports
+// the stop a read later (a kubelet's lag): the error still tells the stop.
+func TestDialFailureWaitsForTheEngineToCatchUp(t *testing.T) {
+	f := newFake(t)
+	m := startManager(t, f)
+	ctx := testCtx(t)
+	m.Create(ctx, Spec{Tenant: "acme", Conversation: "s"})
+	failed, reads := false, 0
+	f.attachHook = func(*Info) (bool, error) { failed = true; return true, nil }
+	f.inspectHook = func(b *Info) {
+		if failed {
+			if reads++; reads == 2 {
+				b.State = StateStopped
+			}
+		}
+	}
+	_, _, err := m.Agent(ctx, "acme", "s")
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "no longer running") {
+		t.Fatalf("Agent = %v, want failed_precondition: no longer running", err)
+	}
+}
