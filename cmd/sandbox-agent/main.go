@@ -5,7 +5,9 @@
 //
 // Subcommands: attach, daemon, dap-bridge, init, install, relay, version. attach, daemon and
 // init take --socket (default $SANDBOXD_AGENT_SOCKET or
-// /tmp/.sandboxd-agent/agent.sock).
+// /tmp/.sandboxd-agent/agent.sock), --state-dir (where the daemon keeps its
+// commit journals; default "journal" beside the socket) and
+// --single-link-files (refuse to read files with more than one hard link).
 package main
 
 import (
@@ -18,7 +20,7 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-const usage = `usage: sandbox-agent <command> [--socket PATH]
+const usage = `usage: sandbox-agent <command> [--socket PATH] [--state-dir DIR] [--single-link-files]
 
 commands:
   attach    bridge stdin/stdout to the agent daemon, starting it if none runs
