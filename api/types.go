@@ -43,6 +43,9 @@ type Sandbox struct {
 	// Workspace is the workspace root as tools see it ("/workspace" in a
 	// container; a folder for the host backend).
 	Workspace string `json:"workspace,omitempty"`
+	// Deployment is the sandboxd deployment the sandbox belongs to ("" for
+	// one made before deployments and adopted).
+	Deployment string `json:"deployment,omitempty"`
 }
 
 // CreateRunRequest is the body of POST /v1/runs.
