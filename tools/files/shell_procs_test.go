@@ -1,0 +1,273 @@
+package files_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/sandboxd/sandboxd/agent"
+	sb "github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/sandbox/docker"
+	"github.com/sandboxd/sandboxd/sandbox/host"
+	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
+	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/files"
+)
+
+// agentBin is a built sandbox-agent, for the sandboxes of these tests.
+var agentBin string
+
+func TestMain(m *testing.M) { sandboxtest.Main(m, "", &agentBin, nil) }
+
+// realShell is the shell tool on a real sandbox of a real backend, with a
+// way to count the sandbox's processes from outside it.
+type realShell struct {
+	t     testing.TB
+	reg   *tools.Registry
+	env   *tools.Env
+	count func() int // processes in the sandbox, as its engine (or /proc) shows them
+}
+
+func (s *realShell) call(command string, timeoutS int) (string, bool) {
+	s.t.Helper()
+	args := map[string]any{"command": command}
+	if timeoutS > 0 {
+		args["timeout_s"] = timeoutS
+	}
+	raw, _ := json.Marshal(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := s.reg.Call(ctx, s.env, "shell", raw)
+	if err != nil {
+		s.t.Fatalf("shell %q: Go error %v", command, err)
+	}
+	return res.Text(), res.IsError
+}
+
+// waitCount waits until the sandbox runs at most n processes.
+func (s *realShell) waitCount(n int, d time.Duration, what string) {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		got := s.count()
+		if got <= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: the sandbox still runs %d processes %s later, want its baseline of %d", what, got, d, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// echoOK checks that the next call works, as a user's next command would.
+func (s *realShell) echoOK(after string) {
+	s.t.Helper()
+	if out, isErr := s.call("echo ok", 0); isErr || !strings.Contains(out, "exit status 0\n--- stdout ---\nok") {
+		s.t.Fatalf("echo ok after %s: %q", after, out)
+	}
+}
+
+func newRealShell(t *testing.T, mgr *sb.Manager, spec sb.Spec, count func(info sb.Info, ag *agent.Client) func() int) *realShell {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := mgr.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer dcancel()
+		if err := mgr.Delete(dctx, spec.Tenant, info.ID); err != nil {
+			t.Errorf("delete the sandbox: %v", err)
+		}
+	})
+	ag, info, err := mgr.Agent(ctx, spec.Tenant, spec.Conversation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &realShell{t: t, reg: tools.NewRegistry(), count: count(info, ag)}
+	for _, tool := range files.Tools() {
+		s.reg.Register(tool)
+	}
+	conn := &tools.SandboxConn{ID: info.ID, Backend: info.Backend, Workspace: info.Workspace, Agent: ag}
+	s.env = &tools.Env{
+		Run:        &tools.Run{ID: "r1", Tenant: spec.Tenant, Conversation: spec.Conversation, Surface: tools.SurfaceDefault},
+		HasSandbox: true,
+		Sandbox:    func(context.Context) (*tools.SandboxConn, error) { return conn, nil },
+	}
+	return s
+}
+
+// dockerShell is a real Docker sandbox with a pids limit of pids.
+func dockerShell(t *testing.T, pids int64) *realShell {
+	t.Helper()
+	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
+		t.Skip("set SANDBOXD_TEST_DOCKER=1 to run the shell against a real Docker sandbox")
+	}
+	b, err := docker.New(docker.WithAgentBinary(agentBin), docker.WithDefaultImage(sandboxtest.Image("sandboxd-sandbox:latest")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	mgr := startManager(t, b)
+	spec := sb.Spec{Tenant: "shelltest-" + strconv.FormatUint(rand.Uint64()%1e9, 36), Conversation: "procs", Resources: sb.Resources{Pids: pids}}
+	return newRealShell(t, mgr, spec, func(info sb.Info, _ *agent.Client) func() int {
+		return func() int {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			top, err := cli.ContainerTop(ctx, docker.NamePrefix+info.ID, nil)
+			if err != nil {
+				t.Fatalf("docker top: %v", err)
+			}
+			return len(top.Processes)
+		}
+	})
+}
+
+// hostShell is a real host-backend sandbox: its agent is a local daemon,
+// and its processes are the daemon's descendants.
+func hostShell(t *testing.T) *realShell {
+	t.Helper()
+	b, err := host.New(t.TempDir(), host.WithAgentBinary(agentBin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := startManager(t, b)
+	spec := sb.Spec{Tenant: "shelltest", Conversation: "procs"}
+	return newRealShell(t, mgr, spec, func(_ sb.Info, ag *agent.Client) func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		hello, err := ag.Hello(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func() int { return 1 + descendantsOf(hello.PID) }
+	})
+}
+
+func startManager(t *testing.T, b sb.Backend) *sb.Manager {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	mgr := sb.NewManager(b)
+	if err := mgr.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mgr.Close() })
+	return mgr
+}
+
+// descendantsOf counts the live processes below pid.
+func descendantsOf(pid int) int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		i := strings.LastIndexByte(string(b), ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], p)
+	}
+	n := 0
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		n += len(children[p])
+		queue = append(queue, children[p]...)
+	}
+	return n
+}
+
+// escapers starts 20 sleepers that leave the shell every way one can:
+// background jobs, setsid, a double-forked daemon, nohup.
+const escapers = `sleep 1000 &
+setsid sleep 1000 &
+(setsid sh -c 'sleep 1000 & exit 0' &)
+nohup sleep 1000 >/dev/null 2>&1 &
+for i in $(seq 16); do setsid sleep 1000 & done
+sleep 1
+`
+
+// checkEscapers: a deadline kills every process the call started, and a
+// normal exit leaves them running until the deadline, then kills them.
+func checkEscapers(t *testing.T, s *realShell) {
+	s.echoOK("the start")
+	base := s.count()
+
+	out, isErr := s.call(escapers+"sleep 1000", 3)
+	if !isErr || !strings.HasPrefix(out, "timed out after 3s; the command and every process it started were killed (") {
+		t.Fatalf("timeout: %q", out)
+	}
+	s.waitCount(base, 10*time.Second, "after the timeout")
+	s.echoOK("the timeout")
+
+	out, isErr = s.call(escapers+"exit 0", 4)
+	if isErr || !strings.Contains(out, "the command left 20 processes running in the background (pids ") {
+		t.Fatalf("background jobs: %q", out)
+	}
+	// The agent's supervisor of the call holds them until the timeout.
+	if n := s.count(); n != base+21 {
+		t.Fatalf("%d processes run after the command exited, want its 20 background ones and their supervisor beside the baseline of %d", n, base)
+	}
+	s.waitCount(base, 15*time.Second, "after the background jobs' timeout")
+	s.echoOK("the background jobs")
+}
+
+func TestShellDeadlineKillsEscapedProcessesDocker(t *testing.T) {
+	checkEscapers(t, dockerShell(t, 256))
+}
+
+func TestShellDeadlineKillsEscapedProcessesHost(t *testing.T) {
+	checkEscapers(t, hostShell(t))
+}
+
+// A fork bomb fills the sandbox's 64 pids at once; the agent's pid guard
+// kills it, and the next call runs. It is run a few times, since a bomb
+// that won a race once would not show in one run.
+func TestShellForkBombDocker(t *testing.T) {
+	s := dockerShell(t, 64)
+	s.echoOK("the start")
+	base := s.count()
+	for i := range 3 {
+		what := fmt.Sprintf("fork bomb %d", i+1)
+		out, _ := s.call(`:(){ :|:& };:`, 20)
+		if !strings.HasPrefix(out, "exit status 0\n") {
+			t.Fatalf("%s: %q", what, out)
+		}
+		s.waitCount(base, 30*time.Second, what)
+		s.echoOK(what)
+	}
+	// A bomb whose shell waits: the guard kills it while the call runs.
+	out, isErr := s.call(`:(){ :|:& };:; wait`, 20)
+	if !isErr || !strings.Contains(out, "the sandbox ran out of processes (") {
+		t.Fatalf("waiting fork bomb: %q", out)
+	}
+	s.waitCount(base, 30*time.Second, "the waiting fork bomb")
+	s.echoOK("the waiting fork bomb")
+}
