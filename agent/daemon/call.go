@@ -118,8 +118,8 @@ func (s *Server) supervisors() []int {
 }
 
 // startSupervised starts cmd below a supervisor; run waits for the
-// command's exit as the supervisor reports it, and a goroutine then follows
-// the supervisor until everything below it has ended.
+// command's exit as the supervisor reports it and for its output, and a
+// goroutine then follows the supervisor until everything below it has ended.
 func (s *Server) startSupervised(cmd *exec.Cmd, p *execPipes, timeout time.Duration, clientGone context.Context) (func() (*proto.ExecResponse, error), error) {
 	sup, statusR, statusW, err := supervised(s.opts.self, cmd, timeout)
 	if err != nil {
@@ -151,6 +151,10 @@ func (s *Server) startSupervised(cmd *exec.Cmd, p *execPipes, timeout time.Durat
 	s.mu.Unlock()
 	return func() (*proto.ExecResponse, error) {
 		resp, err := c.wait(clientGone)
+		p.finish(resp)
+		if err == nil {
+			c.late(resp)
+		}
 		go c.follow()
 		return resp, err
 	}, nil
@@ -250,19 +254,49 @@ func (c *supervisedCall) apply(resp *proto.ExecResponse, ev callEvent) (done boo
 	return false, nil
 }
 
+// late takes into resp a kill for the pid reserve of what the command left
+// running, when the guard picked this call before the answer went out: the
+// answer then says why the background processes are gone.
+func (c *supervisedCall) late(resp *proto.ExecResponse) {
+	if c.s.guard == nil || resp.OutOfPids || !c.s.guard.picked(c.pid) {
+		return
+	}
+	timer := time.NewTimer(killBudget + time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case ev, ok := <-c.events:
+			if !ok {
+				c.events = nil
+				return
+			}
+			c.apply(resp, ev)
+			if ev.kind == evKilled {
+				return
+			}
+		case <-timer.C:
+			return
+		}
+	}
+}
+
 // follow reads the supervisor's last reports (kills of what the command
 // left) into the log and forgets the exec once the supervisor has exited.
 func (c *supervisedCall) follow() {
-	for ev := range c.events {
+	for c.events != nil {
+		ev, ok := <-c.events
+		if !ok {
+			break
+		}
 		if ev.kind == evKilled {
 			c.s.log.Info("killed the processes a command left running", "argv0", c.argv0, "reason", ev.fields[0], "killed", ev.int(1))
-			if c.s.guard != nil {
-				c.s.guard.killedAt(c.pid)
-			}
 		}
 	}
 	if !c.supDone {
 		<-c.exited
+	}
+	if c.s.guard != nil {
+		c.s.guard.killedAt(c.pid)
 	}
 	c.s.mu.Lock()
 	delete(c.s.execs, c.pid)

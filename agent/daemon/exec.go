@@ -74,7 +74,6 @@ func (s *Server) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecReques
 	}
 	p.collect(max, r.Stdin)
 	resp, err := run()
-	p.finish(resp)
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +84,8 @@ func (s *Server) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecReques
 	return resp, nil
 }
 
-// startGroup starts cmd in its own process group; run waits for it and
-// kills the group at the timeout or when the client goes.
+// startGroup starts cmd in its own process group; run waits for it and its
+// output, and kills the group at the timeout or when the client goes.
 func (s *Server) startGroup(cmd *exec.Cmd, p *execPipes, timeout time.Duration, clientGone context.Context) (func() (*proto.ExecResponse, error), error) {
 	s.mu.Lock()
 	if s.closed {
@@ -127,6 +126,7 @@ func (s *Server) startGroup(cmd *exec.Cmd, p *execPipes, timeout time.Duration, 
 		delete(s.execs, pgid)
 		s.mu.Unlock()
 		cmd.Process.Release()
+		p.finish(resp)
 		return resp, nil
 	}, nil
 }

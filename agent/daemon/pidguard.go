@@ -172,6 +172,14 @@ func (g *pidGuard) reclaim(u pidsUsage, sups []int) bool {
 	return true
 }
 
+// picked tells whether the supervisor was signalled to kill its tree.
+func (g *pidGuard) picked(sup int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.victims[sup]
+	return ok
+}
+
 // killedAt pops the reading a supervisor was signalled at.
 func (g *pidGuard) killedAt(sup int) (pidsUsage, bool) {
 	g.mu.Lock()
