@@ -99,9 +99,27 @@ func pidReserve(limit int64) int64 {
 // pidsUsage is a reading of the sandbox's pids counter.
 type pidsUsage struct {
 	inUse, limit, reserve int64
+	refused               int64 // forks refused at the limit so far (pids.events "max"), -1 if unknown
 }
 
 func (u pidsUsage) low() bool { return u.limit > 0 && u.limit-u.inUse < u.reserve }
+
+// refusedCount reads the "max" line of pids.events: how many forks the
+// limit has refused.
+func (c *pidsCgroup) refusedCount() int64 {
+	b, err := os.ReadFile(filepath.Join(c.dir, "pids.events"))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "max "); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
 
 // pidGuard keeps the sandbox's pid reserve: while calls run it reads the
 // pids counter every guardTick, and when fewer than the reserve are free it
@@ -139,7 +157,7 @@ func (g *pidGuard) usage() (pidsUsage, error) {
 	if err != nil {
 		return pidsUsage{}, err
 	}
-	return pidsUsage{inUse: cur, limit: lim, reserve: pidReserve(lim)}, nil
+	return pidsUsage{inUse: cur, limit: lim, reserve: pidReserve(lim), refused: g.cg.refusedCount()}, nil
 }
 
 // reclaim signals the supervisor among sups with the most processes below
@@ -189,10 +207,14 @@ func (g *pidGuard) killedAt(sup int) (pidsUsage, bool) {
 	return u, ok
 }
 
-// watch runs until done is closed, reclaiming whenever the reserve is short.
+// watch runs until done is closed, reclaiming whenever the reserve is
+// short or the limit has refused a fork since the last tick: a fork bomb
+// hovers at the limit, its processes retrying their forks, so a tick may
+// well see the reserve free while the bomb is still growing.
 func (g *pidGuard) watch(done <-chan struct{}, sups func() []int) {
 	tick := time.NewTicker(guardTick)
 	defer tick.Stop()
+	refused := int64(-1)
 	for {
 		select {
 		case <-done:
@@ -201,9 +223,16 @@ func (g *pidGuard) watch(done <-chan struct{}, sups func() []int) {
 		}
 		s := sups()
 		if len(s) == 0 {
+			refused = -1
 			continue
 		}
-		if u, err := g.usage(); err == nil && u.low() {
+		u, err := g.usage()
+		if err != nil {
+			continue
+		}
+		hit := refused >= 0 && u.refused > refused
+		refused = u.refused
+		if u.low() || hit {
 			g.reclaim(u, s)
 		}
 	}

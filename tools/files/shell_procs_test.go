@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,7 +34,10 @@ type realShell struct {
 	t     testing.TB
 	reg   *tools.Registry
 	env   *tools.Env
-	count func() int // processes in the sandbox, as its engine (or /proc) shows them
+	// count tells the processes in the sandbox as its engine (or /proc)
+	// shows them: the agent's own (the daemon, its attach bridges, the
+	// supervisors of calls) apart from the rest.
+	count func() (agent, others int)
 }
 
 func (s *realShell) call(command string, timeoutS int) (string, bool) {
@@ -52,17 +56,26 @@ func (s *realShell) call(command string, timeoutS int) (string, bool) {
 	return res.Text(), res.IsError
 }
 
-// waitCount waits until the sandbox runs at most n processes.
-func (s *realShell) waitCount(n int, d time.Duration, what string) {
+// baseline is the agent's own processes once no call runs.
+func (s *realShell) baseline() int {
+	s.t.Helper()
+	s.waitCount(1<<30, 10*time.Second, "the baseline")
+	agent, _ := s.count()
+	return agent
+}
+
+// waitCount waits until the sandbox runs none but the agent's own
+// processes, at most agentBase of them.
+func (s *realShell) waitCount(agentBase int, d time.Duration, what string) {
 	s.t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		got := s.count()
-		if got <= n {
+		agent, others := s.count()
+		if others == 0 && agent <= agentBase {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("%s: the sandbox still runs %d processes %s later, want its baseline of %d", what, got, d, n)
+			s.t.Fatalf("%s: the sandbox still runs %d processes of the agent's (want %d) and %d others %s later", what, agent, agentBase, others, d)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -76,7 +89,7 @@ func (s *realShell) echoOK(after string) {
 	}
 }
 
-func newRealShell(t *testing.T, mgr *sb.Manager, spec sb.Spec, count func(info sb.Info, ag *agent.Client) func() int) *realShell {
+func newRealShell(t *testing.T, mgr *sb.Manager, spec sb.Spec, count func(info sb.Info, ag *agent.Client) func() (int, int)) *realShell {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -126,15 +139,26 @@ func dockerShell(t *testing.T, pids int64) *realShell {
 	t.Cleanup(func() { cli.Close() })
 	mgr := startManager(t, b)
 	spec := sb.Spec{Tenant: "shelltest-" + strconv.FormatUint(rand.Uint64()%1e9, 36), Conversation: "procs", Resources: sb.Resources{Pids: pids}}
-	return newRealShell(t, mgr, spec, func(info sb.Info, _ *agent.Client) func() int {
-		return func() int {
+	return newRealShell(t, mgr, spec, func(info sb.Info, _ *agent.Client) func() (int, int) {
+		return func() (agent, others int) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			top, err := cli.ContainerTop(ctx, docker.NamePrefix+info.ID, nil)
 			if err != nil {
 				t.Fatalf("docker top: %v", err)
 			}
-			return len(top.Processes)
+			cmd := slices.Index(top.Titles, "CMD")
+			if cmd < 0 {
+				t.Fatalf("docker top has no CMD column: %v", top.Titles)
+			}
+			for _, p := range top.Processes {
+				if strings.HasPrefix(p[cmd], docker.AgentPath+" ") {
+					agent++
+				} else {
+					others++
+				}
+			}
+			return agent, others
 		}
 	})
 }
@@ -149,14 +173,17 @@ func hostShell(t *testing.T) *realShell {
 	}
 	mgr := startManager(t, b)
 	spec := sb.Spec{Tenant: "shelltest", Conversation: "procs"}
-	return newRealShell(t, mgr, spec, func(_ sb.Info, ag *agent.Client) func() int {
+	return newRealShell(t, mgr, spec, func(_ sb.Info, ag *agent.Client) func() (int, int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		hello, err := ag.Hello(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return func() int { return 1 + descendantsOf(hello.PID) }
+		return func() (int, int) {
+			agent, others := descendantsOf(hello.PID, agentBin)
+			return agent + 1, others
+		}
 	})
 }
 
@@ -172,9 +199,11 @@ func startManager(t *testing.T, b sb.Backend) *sb.Manager {
 	return mgr
 }
 
-// descendantsOf counts the live processes below pid.
-func descendantsOf(pid int) int {
+// descendantsOf counts the live processes below pid, those running agentBin
+// apart.
+func descendantsOf(pid int, agentBin string) (agent, others int) {
 	children := map[int][]int{}
+	isAgent := map[int]bool{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
@@ -192,16 +221,23 @@ func descendantsOf(pid int) int {
 		}
 		pp, _ := strconv.Atoi(f[1])
 		children[pp] = append(children[pp], p)
+		argv, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		isAgent[p] = strings.HasPrefix(string(argv), agentBin+"\x00")
 	}
-	n := 0
 	queue := []int{pid}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		n += len(children[p])
+		for _, c := range children[p] {
+			if isAgent[c] {
+				agent++
+			} else {
+				others++
+			}
+		}
 		queue = append(queue, children[p]...)
 	}
-	return n
+	return agent, others
 }
 
 // escapers starts 20 sleepers that leave the shell every way one can:
@@ -218,7 +254,7 @@ sleep 1
 // normal exit leaves them running until the deadline, then kills them.
 func checkEscapers(t *testing.T, s *realShell) {
 	s.echoOK("the start")
-	base := s.count()
+	base := s.baseline()
 
 	out, isErr := s.call(escapers+"sleep 1000", 3)
 	if !isErr || !strings.HasPrefix(out, "timed out after 3s; the command and every process it started were killed (") {
@@ -232,8 +268,8 @@ func checkEscapers(t *testing.T, s *realShell) {
 		t.Fatalf("background jobs: %q", out)
 	}
 	// The agent's supervisor of the call holds them until the timeout.
-	if n := s.count(); n != base+21 {
-		t.Fatalf("%d processes run after the command exited, want its 20 background ones and their supervisor beside the baseline of %d", n, base)
+	if agent, others := s.count(); others != 20 || agent != base+1 {
+		t.Fatalf("%d processes of the agent's and %d others run after the command exited, want %d (with the call's supervisor) and its 20 background ones", agent, others, base+1)
 	}
 	s.waitCount(base, 15*time.Second, "after the background jobs' timeout")
 	s.echoOK("the background jobs")
@@ -253,7 +289,7 @@ func TestShellDeadlineKillsEscapedProcessesHost(t *testing.T) {
 func TestShellForkBombDocker(t *testing.T) {
 	s := dockerShell(t, 64)
 	s.echoOK("the start")
-	base := s.count()
+	base := s.baseline()
 	for i := range 3 {
 		what := fmt.Sprintf("fork bomb %d", i+1)
 		out, isErr := s.call(`:(){ :|:& };:`, 20)
