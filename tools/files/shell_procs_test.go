@@ -31,9 +31,9 @@ func TestMain(m *testing.M) { sandboxtest.Main(m, "", &agentBin, nil) }
 // realShell is the shell tool on a real sandbox of a real backend, with a
 // way to count the sandbox's processes from outside it.
 type realShell struct {
-	t     testing.TB
-	reg   *tools.Registry
-	env   *tools.Env
+	t   testing.TB
+	reg *tools.Registry
+	env *tools.Env
 	// count tells the processes in the sandbox as its engine (or /proc)
 	// shows them: the agent's own (the daemon, its attach bridges, the
 	// supervisors of calls) apart from the rest.
