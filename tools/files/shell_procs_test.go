@@ -96,7 +96,7 @@ func (s *realShell) echoOK(after string) {
 	}
 }
 
-func newRealShell(t *testing.T, mgr *sb.Manager, spec sb.Spec, count func(info sb.Info, ag *agent.Client) func() (int, int)) *realShell {
+func newRealShell(t testing.TB, mgr *sb.Manager, spec sb.Spec, count func(info sb.Info, ag *agent.Client) func() (int, int)) *realShell {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -129,7 +129,7 @@ func newRealShell(t *testing.T, mgr *sb.Manager, spec sb.Spec, count func(info s
 }
 
 // dockerShell is a real Docker sandbox with a pids limit of pids.
-func dockerShell(t *testing.T, pids int64) *realShell {
+func dockerShell(t testing.TB, pids int64) *realShell {
 	t.Helper()
 	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
 		t.Skip("set SANDBOXD_TEST_DOCKER=1 to run the shell against a real Docker sandbox")
@@ -172,7 +172,7 @@ func dockerShell(t *testing.T, pids int64) *realShell {
 
 // hostShell is a real host-backend sandbox: its agent is a local daemon,
 // and its processes are the daemon's descendants.
-func hostShell(t *testing.T) *realShell {
+func hostShell(t testing.TB) *realShell {
 	t.Helper()
 	b, err := host.New(t.TempDir(), host.WithAgentBinary(agentBin))
 	if err != nil {
@@ -194,7 +194,7 @@ func hostShell(t *testing.T) *realShell {
 	})
 }
 
-func startManager(t *testing.T, b sb.Backend) *sb.Manager {
+func startManager(t testing.TB, b sb.Backend) *sb.Manager {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
