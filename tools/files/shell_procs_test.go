@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/namespaces"
 	"github.com/docker/docker/client"
 
 	"github.com/sandboxd/sandboxd/agent"
 	sb "github.com/sandboxd/sandboxd/sandbox"
+	cdbackend "github.com/sandboxd/sandboxd/sandbox/containerd"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
 	"github.com/sandboxd/sandboxd/sandbox/host"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
@@ -170,6 +173,64 @@ func dockerShell(t testing.TB, pids int64) *realShell {
 	})
 }
 
+// containerdShell is a real containerd sandbox with a pids limit of pids;
+// its processes are its task's, read on this machine.
+func containerdShell(t testing.TB, pids int64) *realShell {
+	t.Helper()
+	if os.Getenv("SANDBOXD_TEST_CONTAINERD") != "1" {
+		t.Skip("set SANDBOXD_TEST_CONTAINERD=1 to run the shell against a real containerd sandbox")
+	}
+	image := sandboxtest.Image("sandboxd-sandbox:latest")
+	b, err := cdbackend.New(cdbackend.WithAgentBinary(agentBin), cdbackend.WithDataDir(t.TempDir()), cdbackend.WithDefaultImage(image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if _, err := b.SyncFromDocker(ctx, image); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := containerd.New(cdbackend.DefaultAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	mgr := startManager(t, b)
+	spec := sb.Spec{Tenant: "shelltest-" + strconv.FormatUint(rand.Uint64()%1e9, 36), Conversation: "procs", Resources: sb.Resources{Pids: pids}}
+	return newRealShell(t, mgr, spec, func(info sb.Info, _ *agent.Client) func() (int, int) {
+		return func() (agent, others int) {
+			ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), b.Namespace()), 30*time.Second)
+			defer cancel()
+			c, err := cli.LoadContainer(ctx, cdbackend.NamePrefix+info.ID)
+			if err != nil {
+				t.Fatalf("load the container: %v", err)
+			}
+			task, err := c.Task(ctx, nil)
+			if err != nil {
+				t.Fatalf("the container's task: %v", err)
+			}
+			ps, err := task.Pids(ctx)
+			if err != nil {
+				t.Fatalf("the task's processes: %v", err)
+			}
+			for _, p := range ps {
+				st, err := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/stat")
+				if i := strings.LastIndexByte(string(st), ')'); err != nil || i < 0 || strings.HasPrefix(string(st[i:]), ") Z") {
+					continue // gone, or a zombie about to be reaped
+				}
+				argv, _ := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/cmdline")
+				if strings.HasPrefix(string(argv), docker.AgentPath+"\x00") {
+					agent++
+				} else {
+					others++
+				}
+			}
+			return agent, others
+		}
+	})
+}
+
 // hostShell is a real host-backend sandbox: its agent is a local daemon,
 // and its processes are the daemon's descendants.
 func hostShell(t testing.TB) *realShell {
@@ -286,15 +347,22 @@ func TestShellDeadlineKillsEscapedProcessesDocker(t *testing.T) {
 	checkEscapers(t, dockerShell(t, 256))
 }
 
+func TestShellDeadlineKillsEscapedProcessesContainerd(t *testing.T) {
+	checkEscapers(t, containerdShell(t, 256))
+}
+
 func TestShellDeadlineKillsEscapedProcessesHost(t *testing.T) {
 	checkEscapers(t, hostShell(t))
 }
 
-// A fork bomb fills the sandbox's 64 pids at once; the agent's pid guard
+// checkForkBomb: a fork bomb fills the sandbox's 64 pids at once; the agent's pid guard
 // kills it, and the next call runs. It is run a few times, since a bomb
 // that won a race once would not show in one run.
-func TestShellForkBombDocker(t *testing.T) {
-	s := dockerShell(t, 64)
+func TestShellForkBombDocker(t *testing.T) { checkForkBomb(t, dockerShell(t, 64)) }
+
+func TestShellForkBombContainerd(t *testing.T) { checkForkBomb(t, containerdShell(t, 64)) }
+
+func checkForkBomb(t *testing.T, s *realShell) {
 	s.echoOK("the start")
 	base := s.baseline()
 	for i := range 3 {
