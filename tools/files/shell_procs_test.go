@@ -355,13 +355,14 @@ func TestShellDeadlineKillsEscapedProcessesHost(t *testing.T) {
 	checkEscapers(t, hostShell(t))
 }
 
-// checkForkBomb: a fork bomb fills the sandbox's 64 pids at once; the agent's pid guard
-// kills it, and the next call runs. It is run a few times, since a bomb
-// that won a race once would not show in one run.
 func TestShellForkBombDocker(t *testing.T) { checkForkBomb(t, dockerShell(t, 64)) }
 
 func TestShellForkBombContainerd(t *testing.T) { checkForkBomb(t, containerdShell(t, 64)) }
 
+// checkForkBomb: a fork bomb fills the sandbox's 64 pids at once; the
+// agent's pid guard kills it, the answer says so, and the next call runs.
+// It is run a few times, since a bomb that won a race once would not show
+// in one run.
 func checkForkBomb(t *testing.T, s *realShell) {
 	s.echoOK("the start")
 	base := s.baseline()
