@@ -45,6 +45,8 @@ type callEvent struct {
 	fields []string
 }
 
+func (e callEvent) text() string { return strings.Join(append([]string{e.kind}, e.fields...), " ") }
+
 func (e callEvent) int(i int) int {
 	if i >= len(e.fields) {
 		return 0
@@ -240,6 +242,9 @@ func (c *supervisedCall) apply(resp *proto.ExecResponse, ev callEvent) (done boo
 		if n := ev.int(2); n > 0 {
 			c.s.log.Warn("processes of a command survived being killed", "argv0", c.argv0, "remaining", n)
 		}
+	case evGone:
+	default:
+		c.s.log.Warn("the supervisor of a command says", "argv0", c.argv0, "line", ev.text())
 	case evExit:
 		resp.Duration = time.Since(c.started)
 		resp.ExitCode, resp.Signal = exitFields(syscall.WaitStatus(ev.int(0)))
@@ -288,8 +293,12 @@ func (c *supervisedCall) follow() {
 		if !ok {
 			break
 		}
-		if ev.kind == evKilled {
+		switch ev.kind {
+		case evKilled:
 			c.s.log.Info("killed the processes a command left running", "argv0", c.argv0, "reason", ev.fields[0], "killed", ev.int(1))
+		case evGone:
+		default:
+			c.s.log.Warn("the supervisor of a command says", "argv0", c.argv0, "line", ev.text())
 		}
 	}
 	if !c.supDone {

@@ -22,7 +22,7 @@ const containFD = 3
 const maxNamedLeft = 16
 
 // supervisorThreads is the supervisor's thread reserve (see reserveThreads).
-const supervisorThreads = 1
+const supervisorThreads = 2
 
 // RunContain is `sandbox-agent contain TIMEOUT PATH -- ARGV...`, which the
 // agent runs for every exec call (see containedCall). It makes itself a
@@ -41,7 +41,6 @@ const supervisorThreads = 1
 // Its reports are lines on fd 3 (see the ev* constants). It is meant to be
 // run by the agent only; its stdio belongs to the command.
 func RunContain(args []string) int {
-	status := os.NewFile(containFD, "status")
 	syscall.CloseOnExec(containFD)
 	if len(args) < 4 || args[2] != "--" {
 		fmt.Fprintf(os.Stderr, "sandbox-agent contain: usage: contain TIMEOUT PATH -- ARGV... (it is run by the agent daemon, not by hand)\n")
@@ -56,7 +55,7 @@ func RunContain(args []string) int {
 	// and lives at most as long as the call), a few idle threads in reserve.
 	runtime.GOMAXPROCS(1)
 	debug.SetGCPercent(-1)
-	s := &supervisor{status: status, self: os.Getpid(), deadline: time.Now().Add(timeout)}
+	s := &supervisor{self: os.Getpid(), deadline: time.Now().Add(timeout)}
 	return s.run(args[1], args[3:])
 }
 
@@ -77,7 +76,6 @@ const (
 )
 
 type supervisor struct {
-	status   *os.File
 	self     int
 	deadline time.Time
 
@@ -92,7 +90,7 @@ type supervisor struct {
 func (s *supervisor) report(fields ...string) {
 	// The agent may be gone (restarted on the host backend); the
 	// supervisor carries on regardless, so errors are dropped.
-	_, _ = s.status.WriteString(strings.Join(fields, " ") + "\n")
+	_ = rawWrite(containFD, []byte(strings.Join(fields, " ")+"\n"))
 }
 
 func (s *supervisor) run(path string, argv []string) int {
@@ -122,12 +120,14 @@ func (s *supervisor) run(path string, argv []string) int {
 	s.report(evStarted, strconv.Itoa(pid))
 	// The command's stdio is the agent's pipes: drop the supervisor's
 	// copies, so the agent sees EOF when the command's processes close theirs.
+	// Its own stderr (a Go runtime failure included) goes to the status
+	// pipe, where the agent logs what it does not understand.
 	if null, err := syscall.Open("/dev/null", syscall.O_RDWR, 0); err == nil {
-		for fd := range 3 {
-			_ = syscall.Dup3(null, fd, 0)
-		}
+		_ = syscall.Dup3(null, 0, 0)
+		_ = syscall.Dup3(null, 1, 0)
 		syscall.Close(null)
 	}
+	_ = syscall.Dup3(containFD, 2, 0)
 
 	timer := time.NewTimer(time.Until(s.deadline))
 	defer timer.Stop()
@@ -171,15 +171,15 @@ func (s *supervisor) run(path string, argv []string) int {
 func (s *supervisor) reap() bool {
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-		if err == syscall.EINTR {
+		pid, errno := rawWait4(-1, &ws, syscall.WNOHANG)
+		if errno == syscall.EINTR {
 			continue
 		}
-		if err == syscall.ECHILD {
+		if errno == syscall.ECHILD {
 			s.noChildren = true
 			return true
 		}
-		if err != nil || pid <= 0 {
+		if errno != 0 || pid <= 0 {
 			return false
 		}
 		if pid == s.leader {

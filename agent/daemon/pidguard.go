@@ -130,15 +130,16 @@ func (c *pidsCgroup) refusedCount() int64 {
 type pidGuard struct {
 	cg *pidsCgroup
 
-	// mu guards victims and lastPID/lastAt.
+	// mu guards victims, lastPID/lastAt and refused.
 	mu      sync.Mutex
 	victims map[int]pidsUsage // supervisor pid -> the reading it was killed at
 	lastPID int
 	lastAt  time.Time
+	refused int64 // the refused-fork count last seen, -1 when no call runs
 }
 
 const (
-	guardTick = 100 * time.Millisecond
+	guardTick = 50 * time.Millisecond
 	// victimGrace is how long a signalled supervisor has to end its tree
 	// before the guard picks again (maybe the same one).
 	victimGrace = time.Second
@@ -149,7 +150,7 @@ func newPidGuard() *pidGuard {
 	if cg == nil {
 		return nil
 	}
-	return &pidGuard{cg: cg, victims: map[int]pidsUsage{}}
+	return &pidGuard{cg: cg, victims: map[int]pidsUsage{}, refused: -1}
 }
 
 func (g *pidGuard) usage() (pidsUsage, error) {
@@ -161,9 +162,9 @@ func (g *pidGuard) usage() (pidsUsage, error) {
 }
 
 // reclaim signals the supervisor among sups with the most processes below
-// it to kill them, unless the last one signalled is still at it. It returns
-// false when no supervisor has anything to kill.
-func (g *pidGuard) reclaim(u pidsUsage, sups []int) bool {
+// it (at least least) to kill them, unless the last one signalled is still
+// at it. It returns false when no supervisor has enough to kill.
+func (g *pidGuard) reclaim(u pidsUsage, sups []int, least int) bool {
 	if len(sups) == 0 {
 		return false
 	}
@@ -174,7 +175,7 @@ func (g *pidGuard) reclaim(u pidsUsage, sups []int) bool {
 			victim, most = pid, len(live)
 		}
 	}
-	if victim == 0 {
+	if victim == 0 || most < least {
 		return false
 	}
 	g.mu.Lock()
@@ -208,13 +209,13 @@ func (g *pidGuard) killedAt(sup int) (pidsUsage, bool) {
 }
 
 // watch runs until done is closed, reclaiming whenever the reserve is
-// short or the limit has refused a fork since the last tick: a fork bomb
-// hovers at the limit, its processes retrying their forks, so a tick may
-// well see the reserve free while the bomb is still growing.
+// short or the limit has refused a fork since the last look (or since the
+// first call began): a fork bomb hovers at the limit, its processes
+// retrying their forks, so a tick may well see the reserve free while the
+// bomb is still growing.
 func (g *pidGuard) watch(done <-chan struct{}, sups func() []int) {
 	tick := time.NewTicker(guardTick)
 	defer tick.Stop()
-	refused := int64(-1)
 	for {
 		select {
 		case <-done:
@@ -223,19 +224,42 @@ func (g *pidGuard) watch(done <-chan struct{}, sups func() []int) {
 		}
 		s := sups()
 		if len(s) == 0 {
-			refused = -1
+			g.mu.Lock()
+			g.refused = -1
+			g.mu.Unlock()
 			continue
 		}
 		u, err := g.usage()
 		if err != nil {
 			continue
 		}
-		hit := refused >= 0 && u.refused > refused
-		refused = u.refused
-		if u.low() || hit {
-			g.reclaim(u, s)
+		switch {
+		case u.low():
+			g.reclaim(u, s, 1)
+		case g.refusedSince(u):
+			// The limit was hit but the tick came after: only a call
+			// holding a good share of the processes is taken for the cause.
+			g.reclaim(u, s, int(max(u.limit/4, 1)))
 		}
 	}
+}
+
+// refusedSince tells whether the limit refused forks since the last look,
+// and makes u the last look.
+func (g *pidGuard) refusedSince(u pidsUsage) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	hit := g.refused >= 0 && u.refused > g.refused
+	g.refused = u.refused
+	return hit
+}
+
+// begin is called before a call starts: forks refused before it are not
+// taken for its doing.
+func (g *pidGuard) begin(u pidsUsage) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refused = u.refused
 }
 
 // makeRoom reclaims until the reserve is free again or d has passed, and
@@ -244,10 +268,14 @@ func (g *pidGuard) makeRoom(d time.Duration, sups func() []int) (pidsUsage, erro
 	deadline := time.Now().Add(d)
 	for {
 		u, err := g.usage()
-		if err != nil || !u.low() {
+		if err != nil {
 			return u, err
 		}
-		if !g.reclaim(u, sups()) || time.Now().After(deadline) {
+		if !u.low() {
+			g.begin(u)
+			return u, nil
+		}
+		if !g.reclaim(u, sups(), 1) || time.Now().After(deadline) {
 			return u, nil
 		}
 		time.Sleep(20 * time.Millisecond)

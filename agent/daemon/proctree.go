@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bytes"
-	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -14,15 +13,27 @@ type procEntry struct {
 	zombie    bool
 }
 
-// procSnapshot reads every process visible in /proc (one stat file each).
-// Processes that exit while it reads are left out.
+// procSnapshot reads every process visible in /proc (one stat file each),
+// with raw system calls (see rawsys.go). Processes that exit while it reads
+// are left out.
 func procSnapshot() []procEntry {
-	d, err := os.Open("/proc")
-	if err != nil {
+	d, errno := rawOpen("/proc", syscall.O_RDONLY|syscall.O_DIRECTORY)
+	if errno != 0 {
 		return nil
 	}
-	defer d.Close()
-	names, _ := d.Readdirnames(-1)
+	var names []string
+	dents := make([]byte, 16<<10)
+	for {
+		n, errno := rawGetdents(d, dents)
+		if errno == syscall.EINTR {
+			continue
+		}
+		if errno != 0 || n <= 0 {
+			break
+		}
+		_, _, names = syscall.ParseDirent(dents[:n], -1, names)
+	}
+	rawClose(d)
 	out := make([]procEntry, 0, len(names))
 	buf := make([]byte, 512)
 	for _, name := range names {
@@ -40,13 +51,13 @@ func procSnapshot() []procEntry {
 // readStat parses "pid (comm) S ppid ..."; comm may hold spaces and
 // parentheses, so the fields are counted from the last ')'.
 func readStat(pid int, buf []byte) (procEntry, bool) {
-	fd, err := syscall.Open("/proc/"+strconv.Itoa(pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
+	fd, errno := rawOpen("/proc/"+strconv.Itoa(pid)+"/stat", syscall.O_RDONLY)
+	if errno != 0 {
 		return procEntry{}, false
 	}
-	n, err := syscall.Read(fd, buf)
-	syscall.Close(fd)
-	if err != nil || n <= 0 {
+	n, errno := rawRead(fd, buf)
+	rawClose(fd)
+	if errno != 0 || n <= 0 {
 		return procEntry{}, false
 	}
 	b := buf[:n]
@@ -67,6 +78,12 @@ func readStat(pid int, buf []byte) (procEntry, bool) {
 
 // descendants lists the processes below root in snap, zombies apart.
 func descendants(snap []procEntry, root int) (live []int, zombies int) {
+	live, zombies, _ = walkTree(snap, root)
+	return live, zombies
+}
+
+// walkTree is descendants, with the set of pids in the tree (root's included).
+func walkTree(snap []procEntry, root int) (live []int, zombies int, members map[int]bool) {
 	children := make(map[int][]procEntry, len(snap))
 	for _, e := range snap {
 		if e.pid != root {
@@ -91,7 +108,7 @@ func descendants(snap []procEntry, root int) (live []int, zombies int) {
 			queue = append(queue, c.pid)
 		}
 	}
-	return live, zombies
+	return live, zombies, seen
 }
 
 const (
@@ -110,15 +127,17 @@ const (
 // leaves the tree while it runs). It returns how many distinct processes it
 // signalled and how many were still alive when its bounds ran out.
 //
-// Killing is by pid, never by process group: a process of the tree may join
-// any group of its session, the agent's included.
+// Killing is by pid (through a pidfd, see killMember), never by process
+// group: a process of the tree may join any group of its session, the
+// agent's included.
 func killTree(root int, reap func() (noChildren bool)) (killed, remaining int) {
 	signalled := map[int]struct{}{}
+	buf := make([]byte, 512)
 	deadline := time.Now().Add(killBudget)
 	for pass := 0; pass < maxKillPasses; pass++ {
-		live, zombies := descendants(procSnapshot(), root)
+		live, zombies, members := walkTree(procSnapshot(), root)
 		for _, p := range live {
-			if syscall.Kill(p, syscall.SIGKILL) == nil {
+			if killMember(p, members, buf) {
 				signalled[p] = struct{}{}
 			}
 		}
@@ -132,9 +151,38 @@ func killTree(root int, reap func() (noChildren bool)) (killed, remaining int) {
 		if len(live) == 0 {
 			// Only zombies whose parents are being torn down: their
 			// reparenting to root takes a moment.
-			time.Sleep(2 * time.Millisecond)
+			rawSleep(2 * time.Millisecond)
 		}
 	}
 	live, _ := descendants(procSnapshot(), root)
 	return len(signalled), len(live)
+}
+
+// pidfd_open and pidfd_send_signal have the same numbers on every
+// architecture.
+const (
+	sysPidfdSendSignal = 424
+	sysPidfdOpen       = 434
+)
+
+// killMember SIGKILLs pid if it still is a process of the tree: its parent
+// is one of members. A pidfd pins the process while that is checked, so a
+// pid that was reaped since the snapshot and reused by a process outside the
+// tree (a fork bomb cycles quickly through a pid_max of 32768) is left alone.
+// Where pidfds are not allowed, it falls back to kill(2).
+func killMember(pid int, members map[int]bool, buf []byte) bool {
+	fd, _, errno := syscall.RawSyscall(sysPidfdOpen, uintptr(pid), 0, 0)
+	switch errno {
+	case 0:
+	case syscall.ENOSYS, syscall.EPERM:
+		return rawKill(pid, syscall.SIGKILL) == 0
+	default:
+		return false // gone
+	}
+	defer rawClose(int(fd))
+	if e, ok := readStat(pid, buf); !ok || !members[e.ppid] {
+		return false
+	}
+	_, _, errno = syscall.RawSyscall6(sysPidfdSendSignal, fd, uintptr(syscall.SIGKILL), 0, 0, 0, 0)
+	return errno == 0
 }

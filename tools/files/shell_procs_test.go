@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -14,7 +15,9 @@ import (
 
 	containerd "github.com/containerd/containerd"
 	"github.com/containerd/containerd/namespaces"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sandboxd/sandboxd/agent"
 	sb "github.com/sandboxd/sandboxd/sandbox"
@@ -150,6 +153,11 @@ func dockerShell(t testing.TB, pids int64) *realShell {
 	mgr := startManager(t, b)
 	spec := sb.Spec{Tenant: "shelltest-" + strconv.FormatUint(rand.Uint64()%1e9, 36), Conversation: "procs", Resources: sb.Resources{Pids: pids}}
 	return newRealShell(t, mgr, spec, func(info sb.Info, _ *agent.Client) func() (int, int) {
+		t.Cleanup(func() {
+			if t.Failed() {
+				logAgent(t, cli, docker.NamePrefix+info.ID)
+			}
+		})
 		return func() (agent, others int) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -171,6 +179,21 @@ func dockerShell(t testing.TB, pids int64) *realShell {
 			return agent, others
 		}
 	})
+}
+
+// logAgent puts the end of the sandbox's agent log in the test's.
+func logAgent(t testing.TB, cli *client.Client, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := cli.ContainerLogs(ctx, name, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "3000"})
+	if err != nil {
+		t.Logf("the agent's log: %v", err)
+		return
+	}
+	defer r.Close()
+	var out strings.Builder
+	_, _ = stdcopy.StdCopy(&out, &out, io.LimitReader(r, 1<<20))
+	t.Logf("the agent's log ends:\n%s", out.String())
 }
 
 // containerdShell is a real containerd sandbox with a pids limit of pids;
