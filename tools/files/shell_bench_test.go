@@ -27,8 +27,13 @@ import (
 // peer, a fresh `docker exec true` in the same sandbox.
 //
 //	SANDBOXD_TEST_DOCKER=1 go test ./tools/files -run '^$' -bench BenchmarkShellTrue -benchtime 1x
+//
+// Without Docker the package builds no agent and the benchmark skips.
 func BenchmarkShellTrue(b *testing.B) {
 	const rounds = 200
+	if agentBin == "" {
+		b.Skip("set SANDBOXD_TEST_DOCKER=1 (the package's tests then build the agent) to benchmark the supervisor")
+	}
 	plain := localShell(b)
 	supervised := localShell(b, daemon.WithSelf(agentBin), daemon.WithSupervisedExec())
 	var inDocker func() time.Duration

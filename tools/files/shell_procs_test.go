@@ -29,11 +29,6 @@ import (
 	"github.com/sandboxd/sandboxd/tools/files"
 )
 
-// agentBin is a built sandbox-agent, for the sandboxes of these tests.
-var agentBin string
-
-func TestMain(m *testing.M) { sandboxtest.Main(m, "", &agentBin, nil) }
-
 // realShell is the shell tool on a real sandbox of a real backend, with a
 // way to count the sandbox's processes from outside it.
 type realShell struct {
@@ -258,6 +253,9 @@ func containerdShell(t testing.TB, pids int64) *realShell {
 // and its processes are the daemon's descendants.
 func hostShell(t testing.TB) *realShell {
 	t.Helper()
+	if agentBin == "" {
+		t.Skip("set SANDBOXD_TEST_DOCKER=1 (the package's tests then build the agent) to run the shell on a real host-backend sandbox")
+	}
 	b, err := host.New(t.TempDir(), host.WithAgentBinary(agentBin))
 	if err != nil {
 		t.Fatal(err)
