@@ -345,6 +345,12 @@ func checkEscapers(t *testing.T, s *realShell) {
 	s.echoOK("the start")
 	base := s.baseline()
 
+	// The agent ignores SIGHUP and SIGPIPE for itself; a command starts
+	// with every signal at its default, as a shell expects (`yes | head`).
+	if out, _ := s.call("grep ^SigIgn /proc/self/status", 0); !strings.Contains(out, "SigIgn:\t0000000000000000") {
+		t.Fatalf("a command starts with signals ignored: %q", out)
+	}
+
 	out, isErr := s.call(escapers+"sleep 1000", 3)
 	if !isErr || !strings.HasPrefix(out, "timed out after 3s; the command and every process it started were killed (") {
 		t.Fatalf("timeout: %q", out)
