@@ -24,8 +24,11 @@ const maxNamedLeft = 16
 // supervisorThreads is the supervisor's thread reserve (see reserveThreads).
 const supervisorThreads = 2
 
+// supervisorHeap is the heap at which the supervisor collects garbage.
+const supervisorHeap = 32 << 20
+
 // RunContain is `sandbox-agent contain TIMEOUT PATH -- ARGV...`, which the
-// agent runs for every exec call (see containedCall). It makes itself a
+// agent runs for every exec call (see supervisedCall). It makes itself a
 // child subreaper, so every process the command starts stays below it
 // whatever it does (setsid, double fork, nohup): an orphan is re-parented
 // to the nearest living subreaper ancestor, which is the supervisor. It
@@ -51,10 +54,12 @@ func RunContain(args []string) int {
 		fmt.Fprintf(os.Stderr, "sandbox-agent contain: timeout %q is not a positive duration\n", args[0])
 		return 2
 	}
-	// A small, quiet runtime: one P, no GC (the supervisor allocates little
-	// and lives at most as long as the call), a few idle threads in reserve.
+	// A small, quiet runtime: one P, and a collection only when the heap
+	// nears a small cap (the supervisor allocates little but for kill
+	// passes), so the runtime rarely has work beside the supervisor's own.
 	runtime.GOMAXPROCS(1)
 	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(supervisorHeap)
 	s := &supervisor{self: os.Getpid(), deadline: time.Now().Add(timeout)}
 	return s.run(args[1], args[3:])
 }
