@@ -39,13 +39,15 @@ type Server struct {
 	startedAt time.Time
 	hostname  string
 	// journal keeps write_files batches crash-atomic; nil without a state dir.
-	journal *journal
+	journal   *journal
+	guard     *pidGuard     // nil: no pids limit to keep a reserve of, or exec is not supervised
+	guardDone chan struct{} // closed by Close, stops the guard
 
 	// mu guards listeners, sessions, execs and closed.
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[*yamux.Session]struct{}
-	execs     map[int]struct{} // pgids of running exec requests
+	execs     map[int]runningExec // exec requests whose processes may run, by pid
 	closed    bool
 	closeOnce sync.Once
 	closeErr  error
@@ -54,6 +56,7 @@ type Server struct {
 type options struct {
 	log            *slog.Logger
 	subreaper      bool
+	supervise      bool // exec runs every command under `self contain`
 	bufferSize     int
 	retainCount    int
 	retainFor      time.Duration
@@ -94,7 +97,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // child with one wait4(-1) loop: orphans re-parented to the daemon are reaped
 // too. Only for a process that runs nothing but this Server (the
 // sandbox-agent binary): the loop would steal exit statuses from any other
-// child the process starts.
+// child the process starts. Being the sandbox-agent binary, it also
+// supervises exec (WithSupervisedExec) and keeps a thread reserve.
 func WithSubreaper() Option { return func(o *options) { o.subreaper = true } }
 
 // WithOutputBuffer sets the per-stream buffer for spawned processes' output
@@ -136,7 +140,8 @@ func New(opts ...Option) *Server {
 		hostname:  host,
 		listeners: map[net.Listener]struct{}{},
 		sessions:  map[*yamux.Session]struct{}{},
-		execs:     map[int]struct{}{},
+		execs:     map[int]runningExec{},
+		guardDone: make(chan struct{}),
 	}
 	if o.stateDir != "" {
 		j, err := openJournal(o.stateDir, o.log)
@@ -150,11 +155,19 @@ func New(opts ...Option) *Server {
 	}
 	if o.subreaper {
 		s.reaper = newSubreaper(o.log)
+		reserveThreads(agentThreads)
+		o.supervise = true
 	} else {
 		s.reaper = childReaper{}
 	}
 	s.procs = newProcTable(s.reaper, o.bufferSize, o.retainCount, o.retainFor)
 	s.procs.self = o.self
+	s.opts.supervise = o.supervise && o.self != ""
+	if s.opts.supervise {
+		if s.guard = newPidGuard(); s.guard != nil {
+			go s.guard.watch(s.guardDone, s.supervisors)
+		}
+	}
 	return s
 }
 
@@ -482,9 +495,10 @@ func (s *Server) Close() error {
 		for sess := range s.sessions {
 			sess.Close()
 		}
-		for pgid := range s.execs {
-			killGroup(pgid)
+		for pid, e := range s.execs {
+			e.kill(pid)
 		}
+		close(s.guardDone)
 		s.mu.Unlock()
 		s.closeErr = errors.Join(s.procs.killAll(5*time.Second), s.waitExecs(5*time.Second))
 		s.reaper.stop()

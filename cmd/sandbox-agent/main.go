@@ -3,7 +3,7 @@
 // (starting it when none runs); the daemon owns the processes sandboxd
 // spawns, so they outlive any one exec.
 //
-// Subcommands: attach, daemon, dap-bridge, init, install, relay, version. attach, daemon and
+// Subcommands: attach, contain, daemon, dap-bridge, init, install, relay, version. attach, daemon and
 // init take --socket (default $SANDBOXD_AGENT_SOCKET or
 // /tmp/.sandboxd-agent/agent.sock), --state-dir (where the daemon keeps its
 // commit journals; default "journal" beside the socket) and
@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/sandboxd/sandboxd/agent/daemon"
 	"github.com/sandboxd/sandboxd/agent/proto"
 )
 
@@ -28,6 +29,8 @@ commands:
   dap-bridge  run a debug adapter that listens on a unix socket as if it
             spoke on stdio (--socket PATH [--log FILE] -- ADAPTER ARGS...)
   init      run as a container's PID 1: reaper + daemon (+ "-- cmd args...")
+  contain   (run by the daemon) supervise one exec call: everything it
+            starts is killed at its timeout
   install   copy this binary to DEST; --links-down also takes every network
             interface but loopback down (needs NET_ADMIN)
   relay     let a worker reach sandboxd: pair loopback connections with
@@ -49,6 +52,8 @@ func main() {
 		code = runDaemon(args)
 	case "init":
 		code = runInit(args)
+	case daemon.ContainCommand:
+		code = daemon.RunContain(args)
 	case "dap-bridge":
 		code = runDAPBridge(args)
 	case "install":
