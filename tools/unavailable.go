@@ -22,7 +22,11 @@ type Explainer interface {
 
 // WhyNoSandbox is the reason of every tool that stands on the
 // conversation's sandbox, for a run whose conversation has none.
-func WhyNoSandbox(env *Env) string {
+func WhyNoSandbox(env *Env) string { return WhyNoSandboxAnd(env, "") }
+
+// WhyNoSandboxAnd is WhyNoSandbox for a tool that could also have run
+// elsewhere; also says why it cannot ("kernels on the host are off").
+func WhyNoSandboxAnd(env *Env, also string) string {
 	if HasSandbox(env) {
 		return ""
 	}
@@ -30,8 +34,11 @@ func WhyNoSandbox(env *Env) string {
 	if env != nil && env.Run != nil {
 		conv = env.Run.Conversation
 	}
-	return fmt.Sprintf("the conversation %s has no sandbox; create one with POST /v1/sandboxes {\"conversation\": %s} and these tools join this run's list (the run need not be made again)",
-		strconv.Quote(conv), strconv.Quote(conv))
+	if also != "" {
+		also = " and " + also
+	}
+	return fmt.Sprintf("the conversation %s has no sandbox%s; create one with POST /v1/sandboxes {\"conversation\": %s} and these tools join this run's list (the run need not be made again)",
+		strconv.Quote(conv), also, strconv.Quote(conv))
 }
 
 // Omit records a family that wiring left out (its config is off, or this

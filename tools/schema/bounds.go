@@ -87,17 +87,20 @@ func (b *bounds) check(n json.Number, at string) string {
 	return ""
 }
 
-// sentence names the argument and the range it must lie within: both ends
-// when the schema declares both, else the end the value is past.
+// sentence names the argument, the end of the range the value is past and,
+// when the schema declares both ends, the whole range.
 func (b *bounds) sentence(at, got string, low bool) string {
 	got = clip(got, 40)
-	if b.loDeclared && b.hiDeclared {
-		return fmt.Sprintf("%s must be between %s and %s, got %s", subject(at), numText(b.lo), numText(b.hi), got)
-	}
+	var msg string
 	if low {
-		return fmt.Sprintf("%s must be at least %s, got %s", subject(at), numText(b.lo), got)
+		msg = fmt.Sprintf("%s must be at least %s, got %s", subject(at), numText(b.lo), got)
+	} else {
+		msg = fmt.Sprintf("%s must be at most %s, got %s", subject(at), numText(b.hi), got)
 	}
-	return fmt.Sprintf("%s must be at most %s, got %s", subject(at), numText(b.hi), got)
+	if b.loDeclared && b.hiDeclared {
+		msg += fmt.Sprintf(" (allowed: %s to %s)", numText(b.lo), numText(b.hi))
+	}
+	return msg
 }
 
 var plainLimit = big.NewFloat(1e21)

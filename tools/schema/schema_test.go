@@ -69,7 +69,7 @@ func TestValidate(t *testing.T) {
 		{"string top", read, `"a"`, `arguments must be a JSON object, got the string "a"`, false},
 		{"null top", read, `null`, `arguments must be a JSON object, got null`, false},
 		{"below minimum", read, `{"path":"a","offset":0}`, `argument "offset" must be at least 1, got 0`, false},
-		{"above maximum", read, `{"path":"a","limit":5001}`, `argument "limit" must be between 1 and 5000, got 5001`, false},
+		{"above maximum", read, `{"path":"a","limit":5001}`, `argument "limit" must be at most 5000, got 5001 (allowed: 1 to 5000)`, false},
 		{"empty string", read, `{"path":""}`, `argument "path" must not be empty`, false},
 		{"null field", read, `{"path":null}`, `argument "path" must be a string, got null`, false},
 		{"malformed", read, `{"path": "a",}`, `arguments are not valid JSON: invalid character '}' looking for beginning of object key string at byte offset 14`, false},
@@ -85,18 +85,19 @@ func TestValidate(t *testing.T) {
 		{"two misspelt", read, `{"fiel":"a","lmit":3}`, `unknown arguments "fiel", "lmit"; did you mean "path" for "fiel" and "limit" for "lmit"? (known: path, offset, limit)`, false},
 		{"many unknown", read, `{"path":"a","a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7}`, `unknown arguments "a", "b", "c", "d", "e", and 2 more (known: path, offset, limit)`, false},
 		{"long unknown clipped", read, `{"path":"a","` + strings.Repeat("k", 100) + `":1}`, `unknown argument "` + strings.Repeat("k", 64) + `"... (known: path, offset, limit)`, false},
+		{"below a range", read, `{"path":"a","limit":0}`, `argument "limit" must be at least 1, got 0 (allowed: 1 to 5000)`, false},
 		{"offset past int64", read, `{"path":"a","offset":9223372036854775808}`, `argument "offset" must be at most 9223372036854775807, got 9223372036854775808`, false},
 		{"offset 1e999", read, `{"path":"a","offset":1e999}`, `argument "offset" must be at most 9223372036854775807, got 1e999`, false},
 		{"offset 1e+308", read, `{"path":"a","offset":1e+308}`, `argument "offset" must be at most 9223372036854775807, got 1e+308`, false},
 		{"offset below int64", read, `{"path":"a","offset":-9223372036854775809}`, `argument "offset" must be at least 1, got -9223372036854775809`, false},
-		{"limit 1e+308", read, `{"path":"a","limit":1e+308}`, `argument "limit" must be between 1 and 5000, got 1e+308`, false},
+		{"limit 1e+308", read, `{"path":"a","limit":1e+308}`, `argument "limit" must be at most 5000, got 1e+308 (allowed: 1 to 5000)`, false},
 		{"limit spelled 1e2", read, `{"path":"a","limit":1e2}`, "", false},
-		{"number 1e999", rich, `{"ratio":1e999}`, `argument "ratio" must be between 0 and 1, got 1e999`, false},
+		{"number 1e999", rich, `{"ratio":1e999}`, `argument "ratio" must be at most 1, got 1e999 (allowed: 0 to 1)`, false},
 		{"enum ok", rich, `{"mode":"fast"}`, "", false},
 		{"enum bad", rich, `{"mode":"slow"}`, `argument "mode" must be one of "fast", "good", got the string "slow"`, false},
 		{"number ok", rich, `{"ratio":0.5}`, "", false},
 		{"number bad type", rich, `{"ratio":true}`, `argument "ratio" must be a number, got the boolean true`, false},
-		{"number range", rich, `{"ratio":1.5}`, `argument "ratio" must be between 0 and 1, got 1.5`, false},
+		{"number range", rich, `{"ratio":1.5}`, `argument "ratio" must be at most 1, got 1.5 (allowed: 0 to 1)`, false},
 		{"boolean bad", rich, `{"flag":"yes"}`, `argument "flag" must be a boolean, got the string "yes"`, false},
 		{"maxLength counts characters", rich, `{"name":"žžž"}`, "", false},
 		{"maxLength", rich, `{"name":"abcd"}`, `argument "name" must be at most 3 characters long, got 4`, false},
@@ -168,7 +169,7 @@ func TestDescription(t *testing.T) {
 func TestBoundsReadPlainly(t *testing.T) {
 	s := mustCompile(t, `{"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":1000000}}}`)
 	err := s.Validate(json.RawMessage(`{"n":2000000}`))
-	if err == nil || err.Error() != `argument "n" must be between 1 and 1000000, got 2000000` {
+	if err == nil || err.Error() != `argument "n" must be at most 1000000, got 2000000 (allowed: 1 to 1000000)` {
 		t.Fatalf("got %v", err)
 	}
 	free := mustCompile(t, `{"type":"object","properties":{"x":{"type":"number"}}}`)
