@@ -35,6 +35,8 @@ type Sandboxes interface {
 // Tools is what the API needs of the tool registry.
 type Tools interface {
 	Visible(env *tools.Env) []tools.Spec
+	// Unavailable lists the tools the run does not see, and why.
+	Unavailable(env *tools.Env) []tools.Unavailable
 	// Call runs a tool; a tool the run cannot see is errdefs.ErrNotFound.
 	Call(ctx context.Context, env *tools.Env, name string, args json.RawMessage) (tools.Result, error)
 }
@@ -172,6 +174,7 @@ func (s *Server) routes() *http.ServeMux {
 
 	mux.Handle("POST /v1/runs", s.authed(s.createRun))
 	mux.Handle("GET /v1/runs", s.authed(s.listRuns))
+	mux.Handle("GET /v1/runs/{id}", s.runAuthed(s.getRun))
 	mux.Handle("GET /v1/runs/{id}/tools", s.runAuthed(s.listTools))
 	mux.Handle("POST /v1/runs/{id}/tools/{name}", s.runAuthed(s.callTool))
 	mux.Handle("DELETE /v1/runs/{id}", s.authed(s.deleteRun))
