@@ -117,7 +117,7 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 				slog.Int64("bytes", sw.bytes),
 				slog.Duration("duration", d))
 		}()
-		mux.ServeHTTP(sw, r)
+		mux.ServeHTTP(sw, s.paceBody(sw, r))
 	})
 }
 

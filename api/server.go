@@ -57,22 +57,23 @@ type Observer interface {
 // Server is the HTTP API. It starts no goroutines of its own; the
 // http.Server that serves it owns the request goroutines.
 type Server struct {
-	sandboxes Sandboxes
-	tools     Tools
-	auth      Authenticator
-	runs      *RunStore
-	log       *slog.Logger
-	obs       Observer
-	pinger    Pinger
-	gatherer  prometheus.Gatherer
-	hostPaths HostPaths
-	image     string
-	maxBody   int64
-	maxTool   int64
-	envHooks  []EnvHook
-	questions Questions
-	runTokens *RunTokens
-	onBuilt   []func(http.Handler)
+	sandboxes   Sandboxes
+	tools       Tools
+	auth        Authenticator
+	runs        *RunStore
+	log         *slog.Logger
+	obs         Observer
+	pinger      Pinger
+	gatherer    prometheus.Gatherer
+	hostPaths   HostPaths
+	image       string
+	maxBody     int64
+	maxTool     int64
+	bodyTimeout time.Duration
+	envHooks    []EnvHook
+	questions   Questions
+	runTokens   *RunTokens
+	onBuilt     []func(http.Handler)
 
 	handler http.Handler
 }
@@ -135,13 +136,14 @@ func WithBodyLimits(control, toolCall int64) Option {
 // New returns the API over sandboxes and tools, with auth deciding tenants.
 func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Server {
 	s := &Server{
-		sandboxes: sandboxes,
-		tools:     tl,
-		auth:      auth,
-		log:       slog.New(slog.DiscardHandler),
-		image:     config.DefaultImage,
-		maxBody:   config.DefaultMaxBodyBytes,
-		maxTool:   config.DefaultMaxToolBodyBytes,
+		sandboxes:   sandboxes,
+		tools:       tl,
+		auth:        auth,
+		log:         slog.New(slog.DiscardHandler),
+		image:       config.DefaultImage,
+		maxBody:     config.DefaultMaxBodyBytes,
+		maxTool:     config.DefaultMaxToolBodyBytes,
+		bodyTimeout: DefaultBodyTimeout,
 	}
 	for _, o := range opts {
 		o(s)
