@@ -40,6 +40,9 @@ func (t *renameTool) Spec() tools.Spec {
 
 func (t *renameTool) Available(env *tools.Env) bool { return t.m.available(env) }
 
+// Why (tools.Explainer): as for lsp.
+func (t *renameTool) Why(env *tools.Env) string { return t.m.why(env) }
+
 func (t *renameTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (tools.Result, error) {
 	var a struct {
 		File    string `json:"file"`

@@ -48,6 +48,10 @@ func (t *lspTool) Spec() tools.Spec {
 
 func (t *lspTool) Available(env *tools.Env) bool { return t.m.available(env) }
 
+// Why (tools.Explainer): supervision is on (the tool is registered), so
+// only the run's workdir can be missing.
+func (t *lspTool) Why(env *tools.Env) string { return t.m.why(env) }
+
 type lspArgs struct {
 	Action string  `json:"action"`
 	File   string  `json:"file"`
