@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +43,11 @@ func sandboxFor(t *testing.T, d *daemon, backend, conv string) api.Sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.Client.DeleteSandbox(ctx(t), sb.ID) })
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		d.Client.DeleteSandbox(c, sb.ID)
+	})
 	return sb
 }
 
