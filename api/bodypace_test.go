@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -73,8 +74,16 @@ func trickle(t *testing.T, addr, head, body string, gap time.Duration) (status i
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	_, err = br.ReadByte()
-	return resp.StatusCode, string(b), err == io.EOF
+	return resp.StatusCode, string(b), closedByPeer(br)
+}
+
+// closedByPeer reports whether the server closed the connection: the next
+// read ends in EOF, or in a reset when the server closed with body bytes
+// still unread; a timeout (the connection's deadline) means it stayed open.
+func closedByPeer(br *bufio.Reader) bool {
+	_, err := br.ReadByte()
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
 // A body trickled a byte at a time is cut off at its deadline with a 400
