@@ -99,6 +99,13 @@ var (
 
 func available(env *tools.Env) bool { return tools.HasSandbox(env) }
 
+// Why (tools.Explainer): every file tool stands on the sandbox.
+func (t *readTool) Why(env *tools.Env) string  { return tools.WhyNoSandbox(env) }
+func (t *writeTool) Why(env *tools.Env) string { return tools.WhyNoSandbox(env) }
+func (t *editTool) Why(env *tools.Env) string  { return tools.WhyNoSandbox(env) }
+func (t *patchTool) Why(env *tools.Env) string { return tools.WhyNoSandbox(env) }
+func (t *shellTool) Why(env *tools.Env) string { return tools.WhyNoSandbox(env) }
+
 func connect(ctx context.Context, env *tools.Env) (*tools.SandboxConn, *tools.Result, error) {
 	return tools.Connect(ctx, env)
 }

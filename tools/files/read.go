@@ -30,7 +30,7 @@ func (t *readTool) Spec() tools.Spec {
   "type": "object",
   "properties": {
     "path":   {"type": "string", "minLength": 1, "description": "File to read: relative to the working directory, or absolute inside the workspace."},
-    "offset": {"type": "integer", "minimum": 1, "description": "1-based line number to start at (default 1)."},
+    "offset": {"type": "integer", "minimum": 1, "maximum": 2147483647, "description": "1-based line number to start at (default 1)."},
     "limit":  {"type": "integer", "minimum": 1, "maximum": %d, "description": "How many lines to return (default and maximum %d)."}
   },
   "required": ["path"],
