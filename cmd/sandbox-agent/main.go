@@ -3,7 +3,7 @@
 // (starting it when none runs); the daemon owns the processes sandboxd
 // spawns, so they outlive any one exec.
 //
-// Subcommands: attach, daemon, dap-bridge, init, install, relay, version. attach, daemon and
+// Subcommands: attach, daemon, dap-bridge, init, install, jail, relay, version. attach, daemon and
 // init take --socket (default $SANDBOXD_AGENT_SOCKET or
 // /tmp/.sandboxd-agent/agent.sock).
 package main
@@ -28,6 +28,9 @@ commands:
   init      run as a container's PID 1: reaper + daemon (+ "-- cmd args...")
   install   copy this binary to DEST; --links-down also takes every network
             interface but loopback down (needs NET_ADMIN)
+  jail      run a program confined on the host: its own uid and namespaces,
+            a read-only system, one scratch directory, limits (needs root;
+            --uid N --gid N --scratch DIR [--ro PATH]... -- PROGRAM ARGS...)
   relay     let a worker reach sandboxd: pair loopback connections with
             connections sandboxd opens to SOCKET
   version   print the version and protocol version
@@ -51,6 +54,8 @@ func main() {
 		code = runDAPBridge(args)
 	case "install":
 		code = runInstall(args)
+	case "jail":
+		code = runJail(args)
 	case "relay":
 		code = runRelay(args)
 	case "version", "--version", "-v":
