@@ -203,7 +203,7 @@ func makeEtc(s *Spec) error {
 		names = append(names, "resolv.conf")
 	}
 	for _, n := range names {
-		if err := mirror("/etc/"+n); err != nil {
+		if err := mirror("/etc/" + n); err != nil {
 			return err
 		}
 	}

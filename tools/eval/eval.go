@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/jail"
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/tools"
 )
@@ -29,10 +30,13 @@ type Registry interface {
 }
 
 // HostAgent gives the agent that runs kernels of conversations without a
-// sandbox, and the host folder they live under.
+// sandbox, the host folder they live under, and the jail each runs in.
 type HostAgent interface {
 	Agent(ctx context.Context) (*agent.Client, error)
 	Root() string
+	// Jail is the confinement of owner's kernels (uid, limits), or why
+	// none can be made; the pool fills in the paths and the program.
+	Jail(owner string) (*jail.Spec, error)
 }
 
 // SandboxKernelRoot is where kernel programs are written inside a sandbox:
@@ -316,7 +320,8 @@ func (t *Tool) place(ctx context.Context, env *tools.Env) (*place, *tools.Result
 		return nil, &r, e
 	}
 	root := t.cfg.host.Root()
-	return &place{key: "host", agent: c, root: path.Join(root, "programs"), dir: path.Join(root, "work", owner), host: true, owner: owner}, nil, nil
+	return &place{key: "host", agent: c, root: path.Join(root, "programs"), dir: path.Join(root, "work", owner), host: true, owner: owner,
+		jail: func() (*jail.Spec, error) { return t.cfg.host.Jail(owner) }}, nil, nil
 }
 
 func deref(r *tools.Result) tools.Result {
