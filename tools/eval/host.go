@@ -145,6 +145,13 @@ func (l *LocalAgent) Jail(owner string) (*jail.Spec, error) {
 // Root is the host folder of kernel programs and working folders.
 func (l *LocalAgent) Root() string { return l.root }
 
+// Started reports whether the host agent daemon was ever started here (its
+// socket exists).
+func (l *LocalAgent) Started() bool {
+	_, err := os.Stat(l.socket)
+	return err == nil
+}
+
 // Socket is the agent daemon's socket (tests stop the daemon through it).
 func (l *LocalAgent) Socket() string { return l.socket }
 

@@ -293,3 +293,25 @@ func (pl *pool) live() map[string]int {
 	}
 	return out
 }
+
+// killOwner kills every kernel of owner the agent c runs (each language),
+// confined or not, and drops the attachments.
+func (pl *pool) killOwner(ctx context.Context, c *agent.Client, key, owner string) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for k, kern := range pl.kernels {
+		if strings.HasPrefix(k, key+"\x00"+owner+"\x00") {
+			kern.close()
+			delete(pl.kernels, k)
+		}
+	}
+	procs, err := c.List(ctx, &proto.ListRequest{Labels: map[string]string{labelOwner: owner}})
+	if err != nil {
+		return
+	}
+	for _, pr := range procs {
+		if pr.Running && pr.Labels[labelKernel] != "" {
+			killProc(ctx, c, pr.ID)
+		}
+	}
+}
