@@ -97,7 +97,9 @@ func (c Confinement) withDefaults() Confinement {
 type LocalOption func(*LocalAgent)
 
 // WithConfinement sets what host kernels may use.
-func WithConfinement(c Confinement) LocalOption { return func(l *LocalAgent) { l.limits = c.withDefaults() } }
+func WithConfinement(c Confinement) LocalOption {
+	return func(l *LocalAgent) { l.limits = c.withDefaults() }
+}
 
 // NewLocalAgent keeps host kernels under root and talks to them through the
 // sandbox-agent binary bin.

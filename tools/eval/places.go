@@ -122,4 +122,3 @@ func movedNote(prev, now string) string {
 func goneNoHost(prev string) string {
 	return fmt.Sprintf("The sandbox %s that this conversation's kernels ran in is gone, and the kernels' state (variables, imports, loaded data) went with it. eval needs a sandbox for this conversation (host kernels are turned off): create one, then call eval again to start a new kernel there.", sandboxOf(prev))
 }
-
