@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/jail"
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -334,6 +335,13 @@ func (t *Tool) place(ctx context.Context, env *tools.Env) (*place, *tools.Result
 	if env.HasSandbox && env.Sandbox != nil {
 		conn, err := env.Sandbox(ctx)
 		if err != nil {
+			// The sandbox went while sandboxd still had it (removed behind
+			// its back): say what that means for the kernels.
+			if prev := t.places.get(owner); sandboxOf(prev) != "" && errors.Is(err, errdefs.ErrNotFound) {
+				t.places.clear(owner)
+				r := tools.Error(goneBehind(prev, err, t.cfg.host != nil))
+				return nil, &r, nil
+			}
 			r, e := modelError(err)
 			return nil, &r, e
 		}

@@ -122,3 +122,12 @@ func movedNote(prev, now string) string {
 func goneNoHost(prev string) string {
 	return fmt.Sprintf("The sandbox %s that this conversation's kernels ran in is gone, and the kernels' state (variables, imports, loaded data) went with it. eval needs a sandbox for this conversation (host kernels are turned off): create one, then call eval again to start a new kernel there.", sandboxOf(prev))
 }
+
+// goneBehind is movedNote for a sandbox found gone on the way to it.
+func goneBehind(prev string, cause error, host bool) string {
+	next := "Calling eval again starts a new kernel on the host, which has none of the sandbox's files; to run in a sandbox instead, create one for this conversation first."
+	if !host {
+		next = "eval needs a sandbox for this conversation (host kernels are turned off): create one, then call eval again to start a new kernel there."
+	}
+	return fmt.Sprintf("The sandbox %s that this conversation's kernels ran in is gone (%v), and the kernels' state (variables, imports, loaded data) went with it. This cell was not run. %s", sandboxOf(prev), cause, next)
+}
