@@ -26,7 +26,7 @@ import (
 // things a kernel must not see: a data dir with a token, a config file, a
 // host-backend workspace.
 type hostKernels struct {
-	t       *testing.T
+	t       testing.TB
 	la      *eval.LocalAgent
 	reg     *tools.Registry
 	tool    *eval.Tool
@@ -37,7 +37,7 @@ type hostKernels struct {
 
 const testMemory = 256 << 20
 
-func newHostKernels(t *testing.T, opts ...eval.Option) *hostKernels {
+func newHostKernels(t testing.TB, opts ...eval.Option) *hostKernels {
 	if err := jail.Check(); err != nil {
 		t.Skipf("confined host kernels cannot run here: %v", err)
 	}
@@ -91,7 +91,7 @@ func newHostKernels(t *testing.T, opts ...eval.Option) *hostKernels {
 
 // stopLocalAgent kills what the host agent runs and the agent daemon
 // itself (it is meant to outlive sandboxd, not a test).
-func stopLocalAgent(t *testing.T, la *eval.LocalAgent) {
+func stopLocalAgent(t testing.TB, la *eval.LocalAgent) {
 	if !la.Started() {
 		return
 	}
