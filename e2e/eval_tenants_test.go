@@ -3,10 +3,13 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 )
@@ -55,4 +58,42 @@ func TestEvalHostKernelsWithTenants(t *testing.T) {
 		t.Fatalf("tenant a's host kernel: %s, want a non-root uid that sees none of %s", out, hidden)
 	}
 	t.Logf("tenant a's host kernel: %s", out)
+
+	// The kernel (and what it started) ends with the conversation's run.
+	uidText := strings.TrimPrefix(strings.TrimSpace(out[strings.LastIndex(out, "\n")+1:]), "(")
+	uid, err := strconv.Atoi(uidText[:strings.Index(uidText, ",")])
+	if err != nil {
+		t.Fatalf("no uid in %q", out)
+	}
+	mustCall(t, d, run.ID, "eval", evalArgs("python", "import subprocess\nsubprocess.Popen(['sleep', '300'], start_new_session=True).pid"))
+	if n := len(uidProcs(uid)); n < 2 {
+		t.Fatalf("%d processes of uid %d on the host, want the kernel and its sleep", n, uid)
+	}
+	if err := d.Client.DeleteRun(ctx(t), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "no process of the ended run's kernel", func() error {
+		if left := uidProcs(uid); len(left) > 0 {
+			return fmt.Errorf("processes of uid %d still run: %v", uid, left)
+		}
+		return nil
+	})
+}
+
+// uidProcs lists the host's processes whose real uid is uid.
+func uidProcs(uid int) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" && f[1] == strconv.Itoa(uid) {
+				out = append(out, e.Name())
+			}
+		}
+	}
+	return out
 }

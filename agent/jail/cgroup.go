@@ -61,8 +61,10 @@ func newCgroup(s *Spec) (*cgroup, error) {
 		parent := filepath.Join(mnt.dir, strings.TrimPrefix(own[mnt.key], mnt.root))
 		dir, err := cg.join(parent, name, files)
 		if err != nil {
+			// A hierarchy we may not write (read-only in a container):
+			// rlimits are the fallback.
 			cg.remove()
-			return nil, err
+			return &cgroup{none: s.MemoryBytes > 0}, nil
 		}
 		if ctl == "memory" {
 			cg.memDir = dir

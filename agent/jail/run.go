@@ -42,7 +42,27 @@ func Check() error {
 	if os.Geteuid() != 0 {
 		return errors.New("host kernels cannot be confined: the sandbox agent does not run as root, which making a jail's namespaces and mounts needs")
 	}
+	if !hasCapSysAdmin() {
+		return errors.New("host kernels cannot be confined: the sandbox agent runs as root without CAP_SYS_ADMIN (an unprivileged container), which making a jail's namespaces and mounts needs")
+	}
 	return nil
+}
+
+// capSysAdmin is CAP_SYS_ADMIN's bit in /proc/self/status's CapEff.
+const capSysAdmin = 21
+
+func hasCapSysAdmin() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && n&(1<<capSysAdmin) != 0
+		}
+	}
+	return false
 }
 
 // runOuter is the process the agent spawned. It stays in the host's
