@@ -226,7 +226,7 @@ func TestHostKernelConfined(t *testing.T) {
 
 	// Nothing of sandboxd's host is there: not the data dir, the config,
 	// another tenant's workspace, another conversation's scratch, shadow.
-	hidden := append([]string{"/etc/shadow", "/root", filepath.Join(scratch2, "mine.txt"), filepath.Join(h.data, "host-kernels", "uids.json")}, h.secrets...)
+	hidden := append([]string{"/etc/shadow", "/root", "/var/run/secrets/kubernetes.io/serviceaccount/token", "/run", "/home", filepath.Join(scratch2, "mine.txt"), filepath.Join(h.data, "host-kernels", "uids.json")}, h.secrets...)
 	list, _ := json.Marshal(hidden)
 	out := h.ok(c1, "python", fmt.Sprintf("import json\n[p for p in json.loads(%q) if os.path.exists(p)]", list))
 	if strings.TrimSpace(out) != "[]" {
