@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent/jail"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/eval"
 )
@@ -28,17 +29,24 @@ func wireEval(w *wiring) error {
 		eval.WithStateDir(filepath.Join(w.dataDir, "kernel-places")),
 	}
 	var t *eval.Tool
-	if ec.HostKernels(len(w.cfg.Tenants) > 0) {
+	host := ec.HostKernels(len(w.cfg.Tenants) > 0)
+	if err := jail.Check(); host && err != nil {
+		// A host kernel never runs unconfined: without a jail, eval is
+		// only where a sandbox is.
+		w.log.Warn("host kernels are off", "reason", err.Error())
+		host = false
+	}
+	if host {
 		j := ec.Jail
-		host, err := eval.NewLocalAgent(w.agentBin, filepath.Join(w.dataDir, "host-kernels"), eval.WithConfinement(eval.Confinement{
+		la, err := eval.NewLocalAgent(w.agentBin, filepath.Join(w.dataDir, "host-kernels"), eval.WithConfinement(eval.Confinement{
 			FirstUID: j.UIDFirst, UIDCount: j.UIDCount, MemoryBytes: int64(j.MemoryMB) << 20, Pids: j.Pids, CPUs: j.CPUs,
 			FileBytes: int64(j.FileSizeMB) << 20, Network: j.Network, ReadOnly: j.ReadOnly,
 		}))
 		if err != nil {
 			return err
 		}
-		w.closers = append(w.closers, host.Close)
-		opts = append(opts, eval.WithHost(host))
+		w.closers = append(w.closers, la.Close)
+		opts = append(opts, eval.WithHost(la))
 		// A host kernel lives as long as its conversation has a run.
 		w.runEnd = append(w.runEnd, func(r tools.Run) {
 			for _, o := range w.runs.List(r.Tenant) {
