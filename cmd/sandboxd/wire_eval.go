@@ -56,7 +56,9 @@ func wireEval(w *wiring) error {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
-			t.EndRun(ctx, r)
+			if err := t.EndRun(ctx, r); err != nil {
+				w.log.Warn("host kernels of an ended run were not stopped", "run", r.ID, "err", err)
+			}
 		})
 	}
 	t = eval.New(w.registry, opts...)

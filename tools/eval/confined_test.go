@@ -345,8 +345,20 @@ for k in kids:
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h.ok(c1, "python", "import subprocess\nsubprocess.Popen(['sleep', '300'], start_new_session=True).pid")
-	h.tool.EndRun(ctx, *c1.Run)
+	if err := h.tool.EndRun(ctx, *c1.Run); err != nil {
+		t.Fatal(err)
+	}
 	waitNoProcs(t, uid, "after the run ended")
+	if _, err := os.Stat(scratch1); !os.IsNotExist(err) {
+		t.Fatalf("the scratch of an ended conversation is still there: %v", err)
+	}
+	// The conversation comes back: a clean kernel and scratch.
+	if r := h.eval(c1, "python", "kept", nil); !r.IsError || !strings.Contains(text(r), "NameError") {
+		t.Fatalf("after the run ended: %s", text(r))
+	}
+	if out := h.ok(c1, "python", "import os\nos.listdir('.')"); strings.Contains(out, "here.txt") {
+		t.Fatalf("the old scratch came back: %s", out)
+	}
 	// reset kills the old kernel's jail as well.
 	uid2 := h.uid("c2")
 	h.ok(c2, "python", "import subprocess\nsubprocess.Popen(['sleep', '300'], start_new_session=True).pid")

@@ -41,6 +41,9 @@ type HostAgent interface {
 	// Started reports whether the agent may be running kernels (so ending
 	// a run need not start one only to find none).
 	Started() bool
+	// Release removes owner's scratch and frees its uid once its kernels
+	// are killed.
+	Release(owner string) error
 }
 
 // SandboxKernelRoot is where kernel programs are written inside a sandbox:
@@ -126,18 +129,23 @@ func New(reg Registry, opts ...Option) *Tool {
 func (t *Tool) Close() { t.pool.closeAll() }
 
 // EndRun kills the host kernels of run's conversation (of the run itself
-// when it has none): a host kernel lives no longer than the runs that use
-// it. The caller tells when no other run of the conversation is left.
-// Kernels in a sandbox stay: they live as long as their sandbox.
-func (t *Tool) EndRun(ctx context.Context, run tools.Run) {
+// when it has none), removes their scratch and frees their uid: a host
+// kernel lives no longer than the runs that use it. The caller tells when
+// no other run of the conversation is left. Kernels in a sandbox stay:
+// they live as long as their sandbox.
+func (t *Tool) EndRun(ctx context.Context, run tools.Run) error {
 	if t.cfg.host == nil || !t.cfg.host.Started() {
-		return
+		return nil
 	}
 	c, err := t.cfg.host.Agent(ctx)
 	if err != nil {
-		return
+		return err
 	}
-	t.pool.killOwner(ctx, c, "host", ownerOf(run.Tenant, run.Conversation, run.ID))
+	owner := ownerOf(run.Tenant, run.Conversation, run.ID)
+	if err := t.pool.killOwner(ctx, c, "host", owner); err != nil {
+		return err
+	}
+	return t.cfg.host.Release(owner)
 }
 
 // Languages lists the kernel languages eval offers (its schema's enum).
@@ -227,7 +235,7 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 	if prev := t.places.get(p.owner); prev != "" && prev != p.key {
 		t.places.clear(p.owner)
 		if prev == "host" {
-			t.EndRun(ctx, *runOf(env))
+			_ = t.EndRun(ctx, *runOf(env)) // best effort: they are never used again
 		}
 		if !a.Reset {
 			return tools.Result{IsError: true, Content: append(head, tools.Block{Type: "text", Text: movedNote(prev, p.key)})}, nil

@@ -147,6 +147,18 @@ func (l *LocalAgent) Jail(owner string) (*jail.Spec, error) {
 // Root is the host folder of kernel programs and working folders.
 func (l *LocalAgent) Root() string { return l.root }
 
+// Release removes owner's scratch and gives its uid back; its kernels are
+// gone (the caller killed them), and so is the state they held.
+func (l *LocalAgent) Release(owner string) error {
+	if err := os.RemoveAll(l.Scratch(owner)); err != nil {
+		return fmt.Errorf("cannot remove the host kernels' scratch of a conversation: %w", err)
+	}
+	return l.uids.release(owner)
+}
+
+// Scratch is the host folder owner's kernels may write (and work in).
+func (l *LocalAgent) Scratch(owner string) string { return filepath.Join(l.root, "work", owner) }
+
 // Started reports whether the host agent daemon was ever started here (its
 // socket exists).
 func (l *LocalAgent) Started() bool {

@@ -66,13 +66,19 @@ type pool struct {
 	interp  map[string]string // language -> interpreter command
 	startTO time.Duration
 
-	// mu guards kernels.
+	// mu guards kernels and ended.
 	mu      sync.Mutex
 	kernels map[string]*kernel
+	// ended holds the process ids of kernels killed because their
+	// conversation's last run ended: their exit is no death to report.
+	ended map[string]bool
 }
 
+// maxEnded bounds ended; the agent forgets exited processes long before.
+const maxEnded = 4096
+
 func newPool(interp map[string]string, startTimeout time.Duration) *pool {
-	return &pool{interp: interp, startTO: startTimeout, kernels: map[string]*kernel{}}
+	return &pool{interp: interp, startTO: startTimeout, kernels: map[string]*kernel{}, ended: map[string]bool{}}
 }
 
 func poolKey(p *place, lang string) string { return p.key + "\x00" + p.owner + "\x00" + lang }
@@ -101,7 +107,7 @@ func (pl *pool) get(ctx context.Context, p *place, lang string) (k *kernel, died
 		}
 		if procs[i].Running {
 			running = &procs[i]
-		} else {
+		} else if !pl.ended[procs[i].ID] {
 			exited = &procs[i]
 		}
 	}
@@ -295,8 +301,9 @@ func (pl *pool) live() map[string]int {
 }
 
 // killOwner kills every kernel of owner the agent c runs (each language),
-// confined or not, and drops the attachments.
-func (pl *pool) killOwner(ctx context.Context, c *agent.Client, key, owner string) {
+// confined or not, and drops the attachments. It fails when the agent
+// cannot list them, or one is still running after its kill.
+func (pl *pool) killOwner(ctx context.Context, c *agent.Client, key, owner string) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	for k, kern := range pl.kernels {
@@ -307,11 +314,23 @@ func (pl *pool) killOwner(ctx context.Context, c *agent.Client, key, owner strin
 	}
 	procs, err := c.List(ctx, &proto.ListRequest{Labels: map[string]string{labelOwner: owner}})
 	if err != nil {
-		return
+		return fmt.Errorf("cannot list the host kernels to stop them: %w", err)
 	}
 	for _, pr := range procs {
-		if pr.Running && pr.Labels[labelKernel] != "" {
+		if pr.Labels[labelKernel] == "" {
+			continue
+		}
+		// This kernel, and those that died before it, are done with.
+		if len(pl.ended) >= maxEnded {
+			clear(pl.ended)
+		}
+		pl.ended[pr.ID] = true
+		if pr.Running {
 			killProc(ctx, c, pr.ID)
+			if info, err := c.Wait(ctx, &proto.WaitRequest{ID: pr.ID, Timeout: time.Second}); err != nil || info.Running {
+				return fmt.Errorf("the host kernel %s did not stop after its kill", pr.Name)
+			}
 		}
 	}
+	return nil
 }

@@ -70,6 +70,25 @@ func (u *uidTable) get(owner string) (int, error) {
 	return 0, errdefs.ResourceExhausted("no host kernel uid is free in %d to %d; widen eval.jail.uid_count", u.first, u.first+u.count-1)
 }
 
+// release gives owner's uid back (its kernels and scratch are gone).
+func (u *uidTable) release(owner string) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !u.loaded {
+		if err := u.loadLocked(); err != nil {
+			return err
+		}
+		u.loaded = true
+	}
+	uid, ok := u.byOwner[owner]
+	if !ok {
+		return nil
+	}
+	delete(u.byOwner, owner)
+	delete(u.used, uid)
+	return u.saveLocked()
+}
+
 func (u *uidTable) loadLocked() error {
 	f, err := os.Open(u.file)
 	if errors.Is(err, os.ErrNotExist) {
