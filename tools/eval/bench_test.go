@@ -16,11 +16,14 @@ import (
 // start (reset: kill the kernel, start a new one, run 1+1) of host kernels
 // confined in their jail beside the same kernels started unconfined by the
 // same host agent (the path host kernels took before the jail), in one
-// loop; ns/op is the pair, confined-ms/op and unconfined-ms/op each:
+// loop, under the default limits (1 GiB, 1 CPU); ns/op is the pair,
+// confined-ms/op and unconfined-ms/op each:
 //
 //	go test ./tools/eval -run '^$' -bench HostKernels -benchtime 200x
 func BenchmarkHostKernels(b *testing.B) {
-	h := newHostKernels(b, eval.WithInterpreters("/usr/bin/python3", "/usr/bin/node"))
+	// The default memory limit: V8 sizes its heap to it, and a small one
+	// makes Node's cells slower.
+	h := newHostKernels(b, 0, eval.WithInterpreters("/usr/bin/python3", "/usr/bin/node"))
 	ws := filepath.Join(b.TempDir(), "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		b.Fatal(err)

@@ -37,7 +37,8 @@ type hostKernels struct {
 
 const testMemory = 256 << 20
 
-func newHostKernels(t testing.TB, opts ...eval.Option) *hostKernels {
+// newHostKernels confines kernels to memory bytes (0: the default).
+func newHostKernels(t testing.TB, memory int64, opts ...eval.Option) *hostKernels {
 	if err := jail.Check(); err != nil {
 		t.Skipf("confined host kernels cannot run here: %v", err)
 	}
@@ -70,7 +71,7 @@ func newHostKernels(t testing.TB, opts ...eval.Option) *hostKernels {
 		h.secrets = append(h.secrets, p)
 	}
 	h.la, err = eval.NewLocalAgent(agentBin, filepath.Join(h.data, "host-kernels"), eval.WithConfinement(eval.Confinement{
-		FirstUID: h.first, UIDCount: 1000, MemoryBytes: testMemory, Pids: 64,
+		FirstUID: h.first, UIDCount: 1000, MemoryBytes: memory, Pids: 64,
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +208,7 @@ func waitNoProcs(t *testing.T, uid int, what string) {
 // TestHostKernelConfined asks a real Python and a real Node kernel, from
 // inside, what they can see and do.
 func TestHostKernelConfined(t *testing.T) {
-	h := newHostKernels(t)
+	h := newHostKernels(t, testMemory)
 	c1, c2 := h.env("c1"), h.env("c2")
 
 	uid := h.uid("c1")
@@ -373,7 +374,7 @@ for k in kids:
 // refused with the jail's sentence, never run some other way.
 func TestHostKernelsRefuseUnconfined(t *testing.T) {
 	outside := filepath.Join(t.TempDir(), "python3")
-	h := newHostKernels(t, eval.WithInterpreters(outside, ""))
+	h := newHostKernels(t, testMemory, eval.WithInterpreters(outside, ""))
 	if err := exec.Command("cp", "/usr/bin/python3", outside).Run(); err != nil {
 		t.Fatal(err)
 	}
