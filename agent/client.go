@@ -24,15 +24,20 @@ import (
 // each call runs on its caller's goroutine. Close (or the pipe dropping)
 // ends the session and every open stream.
 type Client struct {
-	sess *yamux.Session
+	sess  *yamux.Session
+	quick time.Duration // own deadline of the quick operations (deadline.go)
+	file  time.Duration // own deadline of the file operations
 }
 
 // NewClient starts a session over rwc (the attach exec's stdio) and checks
 // the daemon's version with a hello. The client owns rwc.
-func NewClient(ctx context.Context, rwc io.ReadWriteCloser) (*Client, error) {
+func NewClient(ctx context.Context, rwc io.ReadWriteCloser, opts ...ClientOption) (*Client, error) {
 	c, err := newSession(rwc)
 	if err != nil {
 		return nil, err
+	}
+	for _, o := range opts {
+		o(c)
 	}
 	h, err := c.Hello(ctx)
 	if err != nil {
@@ -56,7 +61,7 @@ func newSession(rwc io.ReadWriteCloser) (*Client, error) {
 		rwc.Close()
 		return nil, errdefs.Internal("cannot start the agent session: %v", err)
 	}
-	return &Client{sess: sess}, nil
+	return &Client{sess: sess, quick: defaultQuickTimeout, file: defaultFileTimeout}, nil
 }
 
 // Hello returns the daemon's identity.
@@ -208,8 +213,10 @@ func (c *Client) call(ctx context.Context, req *proto.Request) (*proto.Response,
 // returned with no deadline, for the streaming ops.
 func (c *Client) open(ctx context.Context, req *proto.Request) (*yamux.Stream, *proto.Response, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, ctxError(err, req.Op)
+		return nil, nil, ctxError(err, req.Op, 0)
 	}
+	ctx, cancel, own := c.withOpDeadline(ctx, req)
+	defer cancel()
 	st, err := c.sess.OpenStream()
 	if err != nil {
 		return nil, nil, c.sessionError(err, req.Op)
@@ -230,12 +237,12 @@ func (c *Client) open(ctx context.Context, req *proto.Request) (*yamux.Stream, *
 	}
 	if !stop() || ctx.Err() != nil {
 		st.Close()
-		return nil, nil, ctxError(ctx.Err(), req.Op)
+		return nil, nil, ctxError(ctx.Err(), req.Op, own)
 	}
 	if err != nil {
 		st.Close()
 		if errors.Is(err, yamux.ErrTimeout) {
-			return nil, nil, ctxError(context.DeadlineExceeded, req.Op)
+			return nil, nil, ctxError(context.DeadlineExceeded, req.Op, own)
 		}
 		return nil, nil, c.sessionError(err, req.Op)
 	}
@@ -254,8 +261,13 @@ func (c *Client) sessionError(err error, op proto.Op) error {
 	return errdefs.Internal("agent %s failed: %v", op, err)
 }
 
-func ctxError(err error, op proto.Op) error {
+// ctxError says why a call ended early; own is the call's own deadline
+// when that was the one in force (0: the caller's).
+func ctxError(err error, op proto.Op, own time.Duration) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		if own > 0 {
+			return errdefs.DeadlineExceeded("agent %s did not finish within its own deadline of %s: the sandbox did not answer (its file system or the container may be stuck); retry, and check the sandbox if it happens again", op, own)
+		}
 		return errdefs.DeadlineExceeded("agent %s did not finish before the deadline", op)
 	}
 	return fmt.Errorf("agent %s cancelled: %w", op, err)

@@ -19,12 +19,20 @@ import (
 // readBody reads at most limit bytes of r's body.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	paced, _ := r.Body.(*pacedBody)
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return nil, errdefs.InvalidArgument("request body is larger than %d bytes; send a smaller body", limit)
+	case errors.Is(err, errBodyTooSlow) && paced != nil:
+		// The connection's read side is spent: answer, then close it.
+		w.Header().Set("Connection", "close")
+		return nil, errdefs.InvalidArgument("%s", paced.tooSlow())
 	case err != nil:
 		return nil, errdefs.InvalidArgument("request body could not be read: %v; send it again", err)
+	}
+	if paced != nil {
+		paced.finish()
 	}
 	return body, nil
 }

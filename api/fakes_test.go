@@ -123,7 +123,15 @@ func (f *leakySandboxes) count() int {
 type testTool struct {
 	spec      tools.Spec
 	available func(*tools.Env) bool
+	why       func(*tools.Env) string // nil: the registry's generic reason
 	call      func(ctx context.Context, env *tools.Env, args json.RawMessage) (tools.Result, error)
+}
+
+func (t *testTool) Why(env *tools.Env) string {
+	if t.why == nil {
+		return ""
+	}
+	return t.why(env)
 }
 
 func (t *testTool) Spec() tools.Spec { return t.spec }
@@ -150,6 +158,7 @@ func newRegistry() *tools.Registry {
 		spec: tools.Spec{Name: "poke", Description: "write something", Level: tools.LevelWrite,
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}`)},
 		available: func(env *tools.Env) bool { return env.HasSandbox },
+		why:       tools.WhyNoSandbox,
 		call: func(ctx context.Context, env *tools.Env, args json.RawMessage) (tools.Result, error) {
 			conn, err := env.Sandbox(ctx)
 			if err != nil {

@@ -117,7 +117,7 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 				slog.Int64("bytes", sw.bytes),
 				slog.Duration("duration", d))
 		}()
-		mux.ServeHTTP(sw, r)
+		mux.ServeHTTP(sw, s.paceBody(sw, r))
 	})
 }
 
@@ -160,7 +160,7 @@ func (s *Server) checkAuth(h tenantHandler, runScoped bool) http.Handler {
 		if err == nil && scope != "" {
 			switch {
 			case !runScoped:
-				err = errdefs.Unauthenticated("this token belongs to one run (a worker's) and may only list and call that run's tools at /v1/runs/{id}/tools")
+				err = errdefs.Unauthenticated("this token belongs to one run (a worker's) and may only read that run (GET /v1/runs/{id}) and list and call its tools at /v1/runs/{id}/tools")
 			case r.PathValue("id") != scope:
 				if ri, _ := r.Context().Value(reqInfoKey).(*reqInfo); ri != nil {
 					ri.mu.Lock()

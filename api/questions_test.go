@@ -127,8 +127,10 @@ func TestRunTokens(t *testing.T) {
 		method, path string
 		want         int
 	}{
+		{"GET", "/v1/runs/" + own.ID, 200},
 		{"GET", "/v1/runs/" + own.ID + "/tools", 200},
 		{"POST", "/v1/runs/" + own.ID + "/tools/peek", 200},
+		{"GET", "/v1/runs/" + other.ID, 404},
 		{"GET", "/v1/runs/" + other.ID + "/tools", 404},
 		{"POST", "/v1/runs/" + other.ID + "/tools/peek", 404},
 		{"DELETE", "/v1/runs/" + own.ID, 401},

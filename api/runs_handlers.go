@@ -21,31 +21,54 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, tenant string
 	if err != nil {
 		return err
 	}
+	sb, err := s.lookup(r.Context(), run)
+	if err != nil {
+		return err
+	}
+	if err := checkWorkdir(run, sb); err != nil {
+		return err
+	}
 	run, err = s.runs.Create(run)
+	if err != nil {
+		return err
+	}
+	env := s.envOf(r.Context(), run, sb)
+	if s.obs != nil {
+		s.obs.RunCreated()
+	}
+	writeJSON(w, http.StatusCreated, s.runAnswer(run, env))
+	return nil
+}
+
+// getRun answers GET /v1/runs/{id}: the run as POST /v1/runs answered it,
+// with the tool list and what is absent as they stand now.
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request, tenant string) error {
+	run, err := s.runs.Get(tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	env, err := s.env(r.Context(), run)
 	if err != nil {
-		// The run is useless without its tool list; do not leave it behind.
-		s.runs.Delete(tenant, run.ID)
 		return err
 	}
-	if s.obs != nil {
-		s.obs.RunCreated()
-	}
-	writeJSON(w, http.StatusCreated, Run{
+	writeJSON(w, http.StatusOK, s.runAnswer(run, env))
+	return nil
+}
+
+// runAnswer is a run with the tools it sees, and those it does not and why.
+func (s *Server) runAnswer(run tools.Run, env *tools.Env) Run {
+	return Run{
 		ID:           run.ID,
 		Conversation: run.Conversation,
 		Surface:      run.Surface,
 		Tools:        nonNil(s.tools.Visible(env)),
+		Unavailable:  s.tools.Unavailable(env),
 		Workdir:      run.Workdir,
 		Space:        run.Space,
 		Approval:     run.Approval,
 		Vibe:         run.Vibe,
 		Parent:       run.Parent,
-	})
-	return nil
+	}
 }
 
 // runOf validates a run request and fills in the defaults.
@@ -77,19 +100,66 @@ func runOf(tenant string, req CreateRunRequest) (tools.Run, error) {
 	default:
 		return tools.Run{}, errdefs.InvalidArgument("approval %q is not known; use \"auto\" or \"ask\"", run.Approval)
 	}
-	if run.Workdir == "" {
-		run.Workdir = DefaultWorkdir
-	}
-	if !path.IsAbs(run.Workdir) || path.Clean(run.Workdir) != run.Workdir || strings.ContainsRune(run.Workdir, 0) {
-		return tools.Run{}, errdefs.InvalidArgument("workdir %q is not a clean absolute path; use the workspace root %q or a directory under it", run.Workdir, DefaultWorkdir)
-	}
 	if run.Space != "" {
 		if err := sandbox.ValidateConversation(run.Space); err != nil {
 			return tools.Run{}, errdefs.InvalidArgument("space %q is invalid: use 1 to %d letters, digits, '.', '_', ':' or '-', starting with a letter or digit",
 				run.Space, sandbox.MaxConversationLen)
 		}
 	}
+	// The gate puts every write and exec call of an "ask" run to the run's
+	// space; without one each of them would be refused at call time, after
+	// the run looked fine.
+	if run.Approval == ApprovalAsk && run.Space == "" {
+		return tools.Run{}, errdefs.InvalidArgument("approval \"ask\" needs a space: every write or exec call asks there for permission; add \"space\": \"<name>\" (people answer in the web console at /ui/) or use approval \"auto\"")
+	}
+	wd, err := workdirOf(run.Workdir)
+	if err != nil {
+		return tools.Run{}, err
+	}
+	run.Workdir = wd
 	return run, nil
+}
+
+// workdirOf cleans a requested workdir: "" is the workspace root and a
+// relative one is taken from it ("src" is /workspace/src).
+func workdirOf(wd string) (string, error) {
+	switch {
+	case strings.ContainsRune(wd, 0):
+		return "", errdefs.InvalidArgument("workdir %q contains a NUL byte; use the workspace root %q or a directory under it", wd, DefaultWorkdir)
+	case wd == "":
+		return DefaultWorkdir, nil
+	case !path.IsAbs(wd):
+		return path.Join(DefaultWorkdir, wd), nil
+	case path.Clean(wd) != wd:
+		return "", errdefs.InvalidArgument("workdir %q is not a clean absolute path; use the workspace root %q or a directory under it", wd, DefaultWorkdir)
+	}
+	return wd, nil
+}
+
+// checkWorkdir refuses a workdir outside the workspace. With a sandbox,
+// that is "/workspace" (as tools see it) or the sandbox's own workspace
+// root (a host folder on the host backend); a conversation without one yet
+// has only the documented "/workspace", which maps onto whatever workspace
+// its sandbox gets.
+func checkWorkdir(run tools.Run, sb *sandbox.Info) error {
+	wd := run.Workdir
+	if within(wd, DefaultWorkdir) || sb != nil && sb.Workspace != "" && within(wd, sb.Workspace) {
+		return nil
+	}
+	switch {
+	case sb == nil:
+		return errdefs.InvalidArgument("workdir %q is outside the workspace: conversation %q has no sandbox yet, and its workspace will be %q; use %q or a directory under it (a relative workdir is taken from there)",
+			wd, run.Conversation, DefaultWorkdir, DefaultWorkdir)
+	case sb.Workspace != "" && sb.Workspace != DefaultWorkdir:
+		return errdefs.InvalidArgument("workdir %q is outside the sandbox's workspace; use %q (here %q) or a directory under it (a relative workdir is taken from there)",
+			wd, DefaultWorkdir, sb.Workspace)
+	}
+	return errdefs.InvalidArgument("workdir %q is outside the sandbox's workspace; use %q or a directory under it (a relative workdir is taken from there)", wd, DefaultWorkdir)
+}
+
+// within reports whether the clean absolute path p is root or lies under it.
+func within(p, root string) bool {
+	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
 }
 
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, tenant string) error {
@@ -160,18 +230,36 @@ func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request, tenant string
 // env builds what the registry sees of a run: whether its conversation has
 // a sandbox (found, never created) and how to reach it.
 func (s *Server) env(ctx context.Context, run tools.Run) (*tools.Env, error) {
-	info, err := s.sandboxes.Lookup(ctx, run.Tenant, run.Conversation)
-	has := err == nil && info.Tenant == run.Tenant
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+	sb, err := s.lookup(ctx, run)
+	if err != nil {
 		return nil, err
 	}
-	if has {
-		run.Workdir = resolveWorkdir(run.Workdir, info.Workspace)
+	return s.envOf(ctx, run, sb), nil
+}
+
+// lookup returns the run's conversation's sandbox, or nil when it has none.
+func (s *Server) lookup(ctx context.Context, run tools.Run) (*sandbox.Info, error) {
+	info, err := s.sandboxes.Lookup(ctx, run.Tenant, run.Conversation)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case info.Tenant != run.Tenant:
+		return nil, nil
+	}
+	return &info, nil
+}
+
+// envOf is env for a sandbox already looked up (nil: none).
+func (s *Server) envOf(ctx context.Context, run tools.Run, sb *sandbox.Info) *tools.Env {
+	if sb != nil {
+		run.Workdir = resolveWorkdir(run.Workdir, sb.Workspace)
 	}
 	tenant, conv := run.Tenant, run.Conversation
 	env := &tools.Env{
 		Run:        &run,
-		HasSandbox: has,
+		HasSandbox: sb != nil,
 		Sandbox: func(ctx context.Context) (*tools.SandboxConn, error) {
 			c, info, err := s.sandboxes.Agent(ctx, tenant, conv)
 			if err != nil {
@@ -186,7 +274,7 @@ func (s *Server) env(ctx context.Context, run tools.Run) (*tools.Env, error) {
 	for _, h := range s.envHooks {
 		h(ctx, env)
 	}
-	return env, nil
+	return env
 }
 
 // resolveWorkdir maps the documented /workspace onto where the sandbox's

@@ -118,5 +118,6 @@ func sandboxOf(info sandbox.Info) Sandbox {
 		State:        info.State,
 		CreatedAt:    info.CreatedAt.UTC(),
 		Workspace:    info.Workspace,
+		Deployment:   info.Deployment,
 	}
 }

@@ -35,6 +35,8 @@ type Sandboxes interface {
 // Tools is what the API needs of the tool registry.
 type Tools interface {
 	Visible(env *tools.Env) []tools.Spec
+	// Unavailable lists the tools the run does not see, and why.
+	Unavailable(env *tools.Env) []tools.Unavailable
 	// Call runs a tool; a tool the run cannot see is errdefs.ErrNotFound.
 	Call(ctx context.Context, env *tools.Env, name string, args json.RawMessage) (tools.Result, error)
 }
@@ -55,22 +57,23 @@ type Observer interface {
 // Server is the HTTP API. It starts no goroutines of its own; the
 // http.Server that serves it owns the request goroutines.
 type Server struct {
-	sandboxes Sandboxes
-	tools     Tools
-	auth      Authenticator
-	runs      *RunStore
-	log       *slog.Logger
-	obs       Observer
-	pinger    Pinger
-	gatherer  prometheus.Gatherer
-	hostPaths HostPaths
-	image     string
-	maxBody   int64
-	maxTool   int64
-	envHooks  []EnvHook
-	questions Questions
-	runTokens *RunTokens
-	onBuilt   []func(http.Handler)
+	sandboxes   Sandboxes
+	tools       Tools
+	auth        Authenticator
+	runs        *RunStore
+	log         *slog.Logger
+	obs         Observer
+	pinger      Pinger
+	gatherer    prometheus.Gatherer
+	hostPaths   HostPaths
+	image       string
+	maxBody     int64
+	maxTool     int64
+	bodyTimeout time.Duration
+	envHooks    []EnvHook
+	questions   Questions
+	runTokens   *RunTokens
+	onBuilt     []func(http.Handler)
 
 	handler http.Handler
 }
@@ -133,13 +136,14 @@ func WithBodyLimits(control, toolCall int64) Option {
 // New returns the API over sandboxes and tools, with auth deciding tenants.
 func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Server {
 	s := &Server{
-		sandboxes: sandboxes,
-		tools:     tl,
-		auth:      auth,
-		log:       slog.New(slog.DiscardHandler),
-		image:     config.DefaultImage,
-		maxBody:   config.DefaultMaxBodyBytes,
-		maxTool:   config.DefaultMaxToolBodyBytes,
+		sandboxes:   sandboxes,
+		tools:       tl,
+		auth:        auth,
+		log:         slog.New(slog.DiscardHandler),
+		image:       config.DefaultImage,
+		maxBody:     config.DefaultMaxBodyBytes,
+		maxTool:     config.DefaultMaxToolBodyBytes,
+		bodyTimeout: DefaultBodyTimeout,
 	}
 	for _, o := range opts {
 		o(s)
@@ -172,6 +176,7 @@ func (s *Server) routes() *http.ServeMux {
 
 	mux.Handle("POST /v1/runs", s.authed(s.createRun))
 	mux.Handle("GET /v1/runs", s.authed(s.listRuns))
+	mux.Handle("GET /v1/runs/{id}", s.runAuthed(s.getRun))
 	mux.Handle("GET /v1/runs/{id}/tools", s.runAuthed(s.listTools))
 	mux.Handle("POST /v1/runs/{id}/tools/{name}", s.runAuthed(s.callTool))
 	mux.Handle("DELETE /v1/runs/{id}", s.authed(s.deleteRun))

@@ -36,7 +36,7 @@ func TestUnauthenticated(t *testing.T) {
 
 	endpoints := [][2]string{
 		{"POST", "/v1/sandboxes"}, {"GET", "/v1/sandboxes"}, {"GET", "/v1/sandboxes/" + sb.ID},
-		{"DELETE", "/v1/sandboxes/" + sb.ID}, {"POST", "/v1/runs"}, {"GET", "/v1/runs/" + run.ID + "/tools"},
+		{"DELETE", "/v1/sandboxes/" + sb.ID}, {"POST", "/v1/runs"}, {"GET", "/v1/runs/" + run.ID}, {"GET", "/v1/runs/" + run.ID + "/tools"},
 		{"POST", "/v1/runs/" + run.ID + "/tools/peek"}, {"DELETE", "/v1/runs/" + run.ID},
 	}
 	for _, tok := range []string{"", "wrong-token", tokenA + "x"} {
@@ -93,6 +93,7 @@ func TestTenantIsolation(t *testing.T) {
 	for _, tc := range []struct{ method, path, body string }{
 		{"GET", "/v1/sandboxes/" + sb.ID, ""},
 		{"DELETE", "/v1/sandboxes/" + sb.ID, ""},
+		{"GET", "/v1/runs/" + runA.ID, ""},
 		{"GET", "/v1/runs/" + runA.ID + "/tools", ""},
 		{"POST", "/v1/runs/" + runA.ID + "/tools/peek", `{}`},
 		{"POST", "/v1/runs/" + runA.ID + "/tools/poke", `{"path":"x"}`},
@@ -349,13 +350,17 @@ func TestBadInput(t *testing.T) {
 		{"conversation query", "GET", "/v1/sandboxes?conversation=a%20b", ``, 400, "invalid_argument", []string{"conversation id"}},
 		{"bad surface", "POST", "/v1/runs", `{"conversation":"c1","surface":"admin"}`, 400, "invalid_argument", []string{`"admin"`, "plan"}},
 		{"bad approval", "POST", "/v1/runs", `{"conversation":"c1","approval":"never"}`, 400, "invalid_argument", []string{`"never"`}},
-		{"relative workdir", "POST", "/v1/runs", `{"conversation":"c1","workdir":"src"}`, 400, "invalid_argument", []string{"workdir"}},
+		{"relative workdir out", "POST", "/v1/runs", `{"conversation":"c1","workdir":"src/../../etc"}`, 400, "invalid_argument", []string{`workdir "/etc" is outside the workspace`, `"/workspace"`}},
+		{"workdir /etc", "POST", "/v1/runs", `{"conversation":"c1","workdir":"/etc"}`, 400, "invalid_argument", []string{`workdir "/etc" is outside the workspace`}},
+		{"workdir NUL", "POST", "/v1/runs", `{"conversation":"c1","workdir":"src\u0000"}`, 400, "invalid_argument", []string{"workdir", "NUL"}},
+		{"ask without space", "POST", "/v1/runs", `{"conversation":"c1","approval":"ask"}`, 400, "invalid_argument", []string{`approval "ask" needs a space`, `"space"`}},
 		{"unclean workdir", "POST", "/v1/runs", `{"conversation":"c1","workdir":"/workspace/../etc"}`, 400, "invalid_argument", []string{"workdir"}},
 		{"bad space", "POST", "/v1/runs", `{"conversation":"c1","space":"a/b"}`, 400, "invalid_argument", []string{"space"}},
 		{"bad network", "POST", "/v1/sandboxes", `{"conversation":"c1","network":"host"}`, 400, "invalid_argument", []string{`"host"`}},
 		{"negative resources", "POST", "/v1/sandboxes", `{"conversation":"c1","resources":{"cpus":-1}}`, 400, "invalid_argument", []string{"negative"}},
 		{"unknown parent", "POST", "/v1/runs", `{"conversation":"c1","parent":"run_nope"}`, 404, "not_found", []string{"run_nope"}},
 		{"unknown run", "GET", "/v1/runs/run_nope/tools", ``, 404, "not_found", []string{"run_nope"}},
+		{"unknown run get", "GET", "/v1/runs/run_nope", ``, 404, "not_found", []string{"run_nope"}},
 		{"unknown run call", "POST", "/v1/runs/run_nope/tools/peek", `{}`, 404, "not_found", []string{"run_nope"}},
 		{"unknown tool", "POST", "/v1/runs/" + run.ID + "/tools/nope", `{}`, 404, "not_found", []string{"nope"}},
 		{"unknown sandbox", "GET", "/v1/sandboxes/sb-nope", ``, 404, "not_found", []string{"sb-nope"}},

@@ -43,6 +43,9 @@ type Sandbox struct {
 	// Workspace is the workspace root as tools see it ("/workspace" in a
 	// container; a folder for the host backend).
 	Workspace string `json:"workspace,omitempty"`
+	// Deployment is the sandboxd deployment the sandbox belongs to ("" for
+	// one made before deployments and adopted).
+	Deployment string `json:"deployment,omitempty"`
 }
 
 // CreateRunRequest is the body of POST /v1/runs.
@@ -56,17 +59,20 @@ type CreateRunRequest struct {
 	Parent       string `json:"parent,omitempty"`   // the spawning run
 }
 
-// Run is the answer to POST /v1/runs.
+// Run is the answer to POST /v1/runs and GET /v1/runs/{id}.
 type Run struct {
 	ID           string     `json:"id"`
 	Conversation string     `json:"conversation"`
 	Surface      string     `json:"surface"`
 	Tools        []ToolSpec `json:"tools"`
-	Workdir      string     `json:"workdir,omitempty"`
-	Space        string     `json:"space,omitempty"`
-	Approval     string     `json:"approval,omitempty"`
-	Vibe         bool       `json:"vibe,omitempty"`
-	Parent       string     `json:"parent,omitempty"`
+	// Unavailable lists the tools the run does not see and why (an
+	// addition to the contract; left out when every tool is there).
+	Unavailable []Unavailable `json:"unavailable,omitempty"`
+	Workdir     string        `json:"workdir,omitempty"`
+	Space       string        `json:"space,omitempty"`
+	Approval    string        `json:"approval,omitempty"`
+	Vibe        bool          `json:"vibe,omitempty"`
+	Parent      string        `json:"parent,omitempty"`
 }
 
 // RunSummary is one run in GET /v1/runs (an addition to the contract).
@@ -95,6 +101,10 @@ type Resolution = questions.Resolution
 
 // ToolSpec is a tool definition ready to hand to a model.
 type ToolSpec = tools.Spec
+
+// Unavailable is a group of tools a run does not see: what is missing and
+// what would bring them in.
+type Unavailable = tools.Unavailable
 
 // ToolResult is the answer to a tool call.
 type ToolResult = tools.Result

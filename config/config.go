@@ -42,6 +42,15 @@ type Config struct {
 	RunTTL Duration `yaml:"run_ttl"`
 	// MaxRunsPerTenant caps the live runs of one tenant.
 	MaxRunsPerTenant int `yaml:"max_runs_per_tenant"`
+	// Deployment names this sandboxd's deployment: it labels every sandbox
+	// it makes and sees only its own, so deployments sharing an engine
+	// never list, adopt, reap or delete each other's. Replicas of one
+	// deployment share the name. "" means a name derived from the data dir.
+	Deployment string `yaml:"deployment"`
+	// AdoptUnlabelledSandboxes makes this deployment also own the sandboxes
+	// made before deployments existed (no deployment label). Set it in the
+	// one deployment per engine that made them.
+	AdoptUnlabelledSandboxes bool `yaml:"adopt_unlabelled_sandboxes"`
 	// Workers are the commands that execute background workers per tier.
 	Workers   Workers   `yaml:"workers"`
 	Docker    Docker    `yaml:"docker"`

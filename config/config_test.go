@@ -99,6 +99,10 @@ func TestParseErrors(t *testing.T) {
 		{"bad cap", "docker: {extra_caps: [ptrace]}\n", []string{`"ptrace"`, "capability"}},
 		{"relative agent", "docker: {agent_binary: bin/agent}\n", []string{"not an absolute path"}},
 		{"negative limit", "limits: {max_body_bytes: -1}\n", []string{"positive"}},
+		{"bad deployment", "deployment: Prod_EU\n", []string{`"Prod_EU"`, "lower-case"}},
+		{"long deployment", "deployment: " + strings.Repeat("a", 41) + "\n", []string{"1 to 40"}},
+		{"deployment ends in dash", "deployment: prod-\n", []string{`"prod-"`}},
+		{"adopt not a bool", "adopt_unlabelled_sandboxes: sometimes\n", []string{"line 1", "true or false"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))
@@ -144,5 +148,23 @@ func TestLoad(t *testing.T) {
 	_, err = Load(p)
 	if err == nil || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), `"bogus"`) {
 		t.Errorf("typo error = %v", err)
+	}
+}
+
+func TestDeployment(t *testing.T) {
+	c, err := Parse([]byte("deployment: prod-eu\nadopt_unlabelled_sandboxes: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Deployment != "prod-eu" || !c.AdoptUnlabelledSandboxes {
+		t.Fatalf("deployment = %q, adopt = %v", c.Deployment, c.AdoptUnlabelledSandboxes)
+	}
+	for _, ok := range []string{"a", "0", "dir-0123456789ab", strings.Repeat("a", 40)} {
+		if _, err := Parse([]byte("deployment: \"" + ok + "\"\n")); err != nil {
+			t.Errorf("deployment %q: %v", ok, err)
+		}
+	}
+	if d := Default(); d.Deployment != "" || d.AdoptUnlabelledSandboxes {
+		t.Errorf("the default config names deployment %q (adopt %v); want none, so the data dir names it", d.Deployment, d.AdoptUnlabelledSandboxes)
 	}
 }

@@ -13,6 +13,10 @@ import (
 
 var tenantName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
+// deploymentName is sandbox.ValidateDeployment's rule: a DNS label of at
+// most 40 characters, so it fits every engine's labels and pod names.
+var deploymentName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$`)
+
 // capName is a Linux capability without or with its CAP_ prefix.
 var capName = regexp.MustCompile(`^(CAP_)?[A-Z_]{2,32}$`)
 
@@ -59,6 +63,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRunsPerTenant < 0 {
 		return errors.New("max_runs_per_tenant is negative; use a positive number")
+	}
+	if c.Deployment != "" && !deploymentName.MatchString(c.Deployment) {
+		return fmt.Errorf("deployment %q is not a valid name; use 1 to 40 lower-case letters, digits or '-', starting and ending with a letter or digit, or leave it out for a name derived from the data dir", c.Deployment)
 	}
 	for tier, w := range map[string]*Worker{"fast": c.Workers.Fast, "good": c.Workers.Good} {
 		if w != nil && (len(w.Command) == 0 || w.Command[0] == "") {

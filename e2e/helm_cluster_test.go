@@ -280,7 +280,7 @@ func TestChartOnCluster(t *testing.T) {
 	if sb.Backend != "kubernetes" || sb.State != "running" {
 		t.Fatalf("created %+v", sb)
 	}
-	sbPod, err := c.cs.CoreV1().Pods(c.ns).Get(ctx(t), "sandboxd-"+sb.ID, metav1.GetOptions{})
+	sbPod, err := c.cs.CoreV1().Pods(c.ns).Get(ctx(t), "sandboxd-"+sb.Deployment+"-"+sb.ID, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the sandbox pod is not in the release namespace: %v", err)
 	}

@@ -89,9 +89,9 @@ func TestKubernetesBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "the sandbox pod to be gone", func() error {
-		_, err := cs.CoreV1().Pods("default").Get(ctx(t), "sandboxd-"+sb.ID, metav1.GetOptions{})
+		_, err := cs.CoreV1().Pods("default").Get(ctx(t), "sandboxd-"+sb.Deployment+"-"+sb.ID, metav1.GetOptions{})
 		if err == nil {
-			return fmt.Errorf("pod sandboxd-%s still exists", sb.ID)
+			return fmt.Errorf("pod sandboxd-%s-%s still exists", sb.Deployment, sb.ID)
 		}
 		return nil
 	})

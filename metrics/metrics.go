@@ -7,7 +7,7 @@ package metrics
 import (
 	"runtime"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,15 +20,22 @@ import (
 const otherLabel = "other"
 
 // maxToolLabels bounds the tool label: the registry only reports its own
-// tools, but a bug must not turn the label into an open set.
+// tools, but a wiring bug must not turn the label into an open set.
 const maxToolLabels = 128
 
-// Outcomes a tool call can have (tools.CallObserver).
-var outcomes = map[string]bool{"ok": true, "tool_error": true, "invalid_arguments": true, "internal_error": true, "canceled": true}
+// outcomes is the closed set of the outcome label, in tools.Outcomes order.
+var outcomes = tools.Outcomes()
 
 var levels = map[string]bool{string(tools.LevelRead): true, string(tools.LevelWrite): true, string(tools.LevelExec): true}
 
 var methods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true}
+
+// toolCallsHelp documents the outcome label, the one a tool error alert
+// selects on.
+const toolCallsHelp = "Finished tool calls by tool, level and outcome. outcome is ok; " +
+	"invalid_arguments (the arguments failed the tool's schema); tool_error (an is_error answer the model can act on: " +
+	"a missing file, a bad path, a refused approval or a user's denial); canceled (the caller left first); " +
+	"failure (sandboxd's own: an internal error, the sandbox, its agent or the engine unavailable or gone, a deadline inside sandboxd)."
 
 // Metrics implements tools.CallObserver, the sandbox manager's observer
 // (PipeOpened, PipeClosed, AgentReconnected) and the API's observer
@@ -41,9 +48,19 @@ type Metrics struct {
 	reconnects   *prometheus.CounterVec
 	httpRequests *prometheus.CounterVec
 
-	// mu guards toolNames, the tool label values seen so far.
-	mu        sync.Mutex
-	toolNames map[string]bool
+	// backend is the backend label's one known value ("" when none is
+	// configured); any other value is counted under "other".
+	backend string
+	// tools maps each registered tool to its series. SetTools replaces the
+	// map whole, so ObserveToolCall reads it without a lock.
+	tools atomic.Pointer[map[string]*toolSeries]
+}
+
+// toolSeries are one tool's series, made once so that a call only adds.
+type toolSeries struct {
+	level    tools.Level
+	calls    []prometheus.Counter // by index in outcomes
+	duration prometheus.Observer
 }
 
 var (
@@ -67,6 +84,8 @@ func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 
 // WithSandboxCounts exports sandboxd_sandboxes{backend,state} from counts,
 // which maps a state to the number of sandboxes in it (the manager's Counts).
+// backend is also the closed set of the agent pipe metrics' backend label:
+// their series exist at zero from the start.
 func WithSandboxCounts(backend string, counts func() map[string]int) Option {
 	return func(o *options) { o.backend, o.counts = backend, counts }
 }
@@ -74,7 +93,9 @@ func WithSandboxCounts(backend string, counts func() map[string]int) Option {
 // WithRunsActive exports sandboxd_runs_active from n, called at scrape time.
 func WithRunsActive(n func() int) Option { return func(o *options) { o.runsActive = n } }
 
-// New creates the metrics and registers them on reg.
+// New creates the metrics and registers them on reg. Every series of a
+// closed label set known now exists at zero from the first scrape; the
+// tool series follow with SetTools once the tools are registered.
 func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	o := options{version: "dev"}
 	for _, opt := range opts {
@@ -85,7 +106,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Name: "sandboxd_runs_created_total", Help: "Runs created through the API.",
 		}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sandboxd_tool_calls_total", Help: "Finished tool calls by tool, level and outcome.",
+			Name: "sandboxd_tool_calls_total", Help: toolCallsHelp,
 		}, []string{"tool", "level", "outcome"}),
 		toolDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sandboxd_tool_call_duration_seconds",
@@ -101,7 +122,12 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandboxd_http_requests_total", Help: "HTTP requests by status code, method and route pattern.",
 		}, []string{"code", "method", "route"}),
-		toolNames: map[string]bool{},
+		backend: o.backend,
+	}
+	m.tools.Store(&map[string]*toolSeries{})
+	if o.backend != "" {
+		m.pipesOpen.WithLabelValues(o.backend)
+		m.reconnects.WithLabelValues(o.backend)
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sandboxd_build_info", Help: "Always 1; the labels name the build.",
@@ -127,31 +153,63 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	return m, nil
 }
 
-// ObserveToolCall records one finished tool call (tools.CallObserver).
+// SetTools makes specs the tool label's closed set and creates each
+// tool's series at zero: one per outcome at the tool's level, and its
+// duration histogram. Call it once the registry holds every tool (before
+// serving); a later call adds tools. Calls of any other tool are counted
+// under "other".
+func (m *Metrics) SetTools(specs []tools.Spec) {
+	old := *m.tools.Load()
+	next := make(map[string]*toolSeries, len(old)+len(specs))
+	for k, v := range old {
+		next[k] = v
+	}
+	for _, sp := range specs {
+		if _, ok := next[sp.Name]; ok || len(next) >= maxToolLabels || !validToolName(sp.Name) || !levels[string(sp.Level)] {
+			continue
+		}
+		s := &toolSeries{level: sp.Level, calls: make([]prometheus.Counter, len(outcomes)),
+			duration: m.toolDuration.WithLabelValues(sp.Name, string(sp.Level))}
+		for i, o := range outcomes {
+			s.calls[i] = m.toolCalls.WithLabelValues(sp.Name, string(sp.Level), o)
+		}
+		next[sp.Name] = s
+	}
+	m.tools.Store(&next)
+}
+
+// ObserveToolCall records one finished tool call (tools.CallObserver). A
+// registered tool's call only adds to series made by SetTools; anything
+// else folds into "other" label values.
 func (m *Metrics) ObserveToolCall(tool string, level tools.Level, outcome string, d time.Duration) {
-	tool = m.toolLabel(tool)
+	if s := (*m.tools.Load())[tool]; s != nil && s.level == level {
+		if i := outcomeIndex(outcome); i >= 0 {
+			s.calls[i].Inc()
+			s.duration.Observe(d.Seconds())
+			return
+		}
+	}
+	if (*m.tools.Load())[tool] == nil {
+		tool = otherLabel
+	}
 	lv := string(level)
 	if !levels[lv] {
 		lv = otherLabel
 	}
-	if !outcomes[outcome] {
+	if outcomeIndex(outcome) < 0 {
 		outcome = otherLabel
 	}
 	m.toolCalls.WithLabelValues(tool, lv, outcome).Inc()
 	m.toolDuration.WithLabelValues(tool, lv).Observe(d.Seconds())
 }
 
-func (m *Metrics) toolLabel(name string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.toolNames[name] {
-		return name
+func outcomeIndex(o string) int {
+	for i, v := range outcomes {
+		if v == o {
+			return i
+		}
 	}
-	if len(m.toolNames) >= maxToolLabels || !validToolName(name) {
-		return otherLabel
-	}
-	m.toolNames[name] = true
-	return name
+	return -1
 }
 
 func validToolName(s string) bool {
@@ -167,13 +225,27 @@ func validToolName(s string) bool {
 }
 
 // PipeOpened counts an agent pipe that opened (sandbox observer).
-func (m *Metrics) PipeOpened(backend string) { m.pipesOpen.WithLabelValues(backend).Inc() }
+func (m *Metrics) PipeOpened(backend string) {
+	m.pipesOpen.WithLabelValues(m.backendLabel(backend)).Inc()
+}
 
 // PipeClosed counts an agent pipe that closed (sandbox observer).
-func (m *Metrics) PipeClosed(backend string) { m.pipesOpen.WithLabelValues(backend).Dec() }
+func (m *Metrics) PipeClosed(backend string) {
+	m.pipesOpen.WithLabelValues(m.backendLabel(backend)).Dec()
+}
 
 // AgentReconnected counts a pipe opened again after a drop (sandbox observer).
-func (m *Metrics) AgentReconnected(backend string) { m.reconnects.WithLabelValues(backend).Inc() }
+func (m *Metrics) AgentReconnected(backend string) {
+	m.reconnects.WithLabelValues(m.backendLabel(backend)).Inc()
+}
+
+// backendLabel keeps the backend label to the configured backend.
+func (m *Metrics) backendLabel(b string) string {
+	if b != m.backend {
+		return otherLabel
+	}
+	return b
+}
 
 // RunCreated counts a run created through the API.
 func (m *Metrics) RunCreated() { m.runsCreated.Inc() }

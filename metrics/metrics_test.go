@@ -14,6 +14,13 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 )
 
+// testSpecs stand in for the registry's tools.
+var testSpecs = []tools.Spec{
+	{Name: "read", Level: tools.LevelRead}, {Name: "write", Level: tools.LevelWrite}, {Name: "shell", Level: tools.LevelExec},
+}
+
+const toolCallsHeader = "# HELP sandboxd_tool_calls_total " + toolCallsHelp + "\n# TYPE sandboxd_tool_calls_total counter"
+
 func newTest(t *testing.T, opts ...Option) (*Metrics, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
@@ -28,6 +35,7 @@ func TestNoLintProblems(t *testing.T) {
 	m, reg := newTest(t, WithVersion("1.2.3"),
 		WithSandboxCounts("docker", func() map[string]int { return map[string]int{"running": 2} }),
 		WithRunsActive(func() int { return 3 }))
+	m.SetTools(testSpecs)
 	// Touch every vector so each family has a series to lint.
 	m.ObserveToolCall("read", tools.LevelRead, "ok", time.Millisecond)
 	m.PipeOpened("docker")
@@ -67,6 +75,7 @@ func TestValues(t *testing.T) {
 	m, reg := newTest(t, WithVersion("v9"),
 		WithSandboxCounts("host", func() map[string]int { return counts }),
 		WithRunsActive(func() int { mu.Lock(); defer mu.Unlock(); return active }))
+	m.SetTools(testSpecs)
 
 	m.ObserveToolCall("read", tools.LevelRead, "ok", 2*time.Millisecond)
 	m.ObserveToolCall("read", tools.LevelRead, "ok", 3*time.Millisecond)
@@ -90,10 +99,22 @@ sandboxd_runs_active 4
 # HELP sandboxd_runs_created_total Runs created through the API.
 # TYPE sandboxd_runs_created_total counter
 sandboxd_runs_created_total 1
-# HELP sandboxd_tool_calls_total Finished tool calls by tool, level and outcome.
-# TYPE sandboxd_tool_calls_total counter
+`+toolCallsHeader+`
+sandboxd_tool_calls_total{level="exec",outcome="canceled",tool="shell"} 0
+sandboxd_tool_calls_total{level="exec",outcome="failure",tool="shell"} 0
+sandboxd_tool_calls_total{level="exec",outcome="invalid_arguments",tool="shell"} 0
+sandboxd_tool_calls_total{level="exec",outcome="ok",tool="shell"} 0
 sandboxd_tool_calls_total{level="exec",outcome="tool_error",tool="shell"} 1
+sandboxd_tool_calls_total{level="read",outcome="canceled",tool="read"} 0
+sandboxd_tool_calls_total{level="read",outcome="failure",tool="read"} 0
+sandboxd_tool_calls_total{level="read",outcome="invalid_arguments",tool="read"} 0
 sandboxd_tool_calls_total{level="read",outcome="ok",tool="read"} 2
+sandboxd_tool_calls_total{level="read",outcome="tool_error",tool="read"} 0
+sandboxd_tool_calls_total{level="write",outcome="canceled",tool="write"} 0
+sandboxd_tool_calls_total{level="write",outcome="failure",tool="write"} 0
+sandboxd_tool_calls_total{level="write",outcome="invalid_arguments",tool="write"} 0
+sandboxd_tool_calls_total{level="write",outcome="ok",tool="write"} 0
+sandboxd_tool_calls_total{level="write",outcome="tool_error",tool="write"} 0
 # HELP sandboxd_agent_pipes_open Open exec pipes to sandbox agents by backend.
 # TYPE sandboxd_agent_pipes_open gauge
 sandboxd_agent_pipes_open{backend="host"} 1
@@ -109,8 +130,8 @@ sandboxd_http_requests_total{code="404",method="other",route="unmatched"} 1
 	if err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(m.toolDuration); n != 2 {
-		t.Errorf("duration series = %d, want 2", n)
+	if n := testutil.CollectAndCount(m.toolDuration); n != len(testSpecs) {
+		t.Errorf("duration series = %d, want one per tool (%d)", n, len(testSpecs))
 	}
 
 	// Counts are read at scrape time: a change shows without any call.
@@ -156,16 +177,29 @@ func TestBuildInfo(t *testing.T) {
 
 // Label values stay a closed set whatever callers pass.
 func TestLabelsStayClosed(t *testing.T) {
-	m, _ := newTest(t)
+	m, _ := newTest(t, WithSandboxCounts("docker", func() map[string]int { return nil }))
+	var many []tools.Spec
 	for i := 0; i < 3*maxToolLabels; i++ {
-		m.ObserveToolCall(fmt.Sprintf("tool_%d", i), tools.LevelRead, "ok", 0)
+		many = append(many, tools.Spec{Name: fmt.Sprintf("tool_%d", i), Level: tools.LevelRead})
+	}
+	m.SetTools(append(many, tools.Spec{Name: "Bad Name", Level: tools.LevelRead}, tools.Spec{Name: "odd_level", Level: "root"}))
+	if n := testutil.CollectAndCount(m.toolDuration); n != maxToolLabels {
+		t.Errorf("tools with series = %d, want the cap %d", n, maxToolLabels)
 	}
 	m.ObserveToolCall("conv-id/with:odd chars", "weird", "exploded", 0)
-	if n := testutil.CollectAndCount(m.toolCalls); n > maxToolLabels+2 {
-		t.Errorf("tool_calls series = %d, want at most %d", n, maxToolLabels+2)
+	m.ObserveToolCall("never_registered", tools.LevelRead, "ok", 0)
+	if n := testutil.CollectAndCount(m.toolCalls); n != maxToolLabels*len(outcomes)+2 {
+		t.Errorf("tool_calls series = %d, want %d", n, maxToolLabels*len(outcomes)+2)
 	}
 	if v := testutil.ToFloat64(m.toolCalls.WithLabelValues(otherLabel, otherLabel, otherLabel)); v != 1 {
 		t.Errorf("odd labels not folded into %q: %v", otherLabel, v)
+	}
+	if v := testutil.ToFloat64(m.toolCalls.WithLabelValues(otherLabel, "read", "ok")); v != 1 {
+		t.Errorf("an unregistered tool not counted as %q: %v", otherLabel, v)
+	}
+	m.AgentReconnected("kubernetes")
+	if v := testutil.ToFloat64(m.reconnects.WithLabelValues(otherLabel)); v != 1 {
+		t.Errorf("a backend other than the configured one not folded into %q: %v", otherLabel, v)
 	}
 }
 

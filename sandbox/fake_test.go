@@ -14,9 +14,13 @@ import (
 )
 
 // fakeBackend keeps sandboxes in memory and serves each one's agent with a
-// real in-process daemon (one per sandbox, so processes outlive pipes).
+// real in-process daemon (one per sandbox, so processes outlive pipes). It
+// stamps its deployment on what it creates but, like an engine that cannot
+// filter by label, lists and inspects every deployment's boxes: the Manager
+// must filter on its own.
 type fakeBackend struct {
-	t *testing.T
+	t   *testing.T
+	dep Deployment
 
 	mu       sync.Mutex // guards the fields below
 	boxes    map[string]Info
@@ -27,10 +31,18 @@ type fakeBackend struct {
 	lists    int
 	attaches int
 	listGate chan struct{} // when set, List snapshots, then waits for it to close
+	inspects int
+	// attachHook, when set, runs in AttachAgent (under mu) and may change
+	// the box; a non-nil error fails the attach, a true dead hands out a
+	// pipe that ends before the hello.
+	attachHook func(b *Info) (dead bool, err error)
+	// inspectHook, when set, runs in Inspect (under mu) and may change the
+	// box before it is returned.
+	inspectHook func(b *Info)
 }
 
 func newFake(t *testing.T) *fakeBackend {
-	f := &fakeBackend{t: t, boxes: map[string]Info{}, daemons: map[string]*daemon.Server{}}
+	f := &fakeBackend{t: t, dep: Deployment{Name: "fake"}, boxes: map[string]Info{}, daemons: map[string]*daemon.Server{}}
 	t.Cleanup(func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -42,6 +54,8 @@ func newFake(t *testing.T) *fakeBackend {
 }
 
 func (f *fakeBackend) Name() string { return "fake" }
+
+func (f *fakeBackend) Deployment() Deployment { return f.dep }
 
 func (f *fakeBackend) unavailable() error {
 	if f.down {
@@ -61,8 +75,8 @@ func (f *fakeBackend) Create(ctx context.Context, spec Spec) (Info, error) {
 	id := fmt.Sprintf("box%03d", f.next)
 	info := Info{
 		ID: id, Tenant: spec.Tenant, Conversation: spec.Conversation, Backend: "fake",
-		Image: spec.Image, State: StateRunning, CreatedAt: time.Now(), Workspace: f.t.TempDir(),
-		Labels: map[string]string{LabelManaged: "true", LabelTenant: spec.Tenant, LabelConversation: spec.Conversation},
+		Image: spec.Image, State: StateRunning, CreatedAt: time.Now(), Workspace: f.t.TempDir(), Deployment: f.dep.Name,
+		Labels: map[string]string{LabelManaged: "true", LabelTenant: spec.Tenant, LabelConversation: spec.Conversation, LabelDeployment: f.dep.Name},
 	}
 	f.boxes[id] = info
 	return info, nil
@@ -93,9 +107,14 @@ func (f *fakeBackend) Inspect(ctx context.Context, id string) (Info, error) {
 	if err := f.unavailable(); err != nil {
 		return Info{}, err
 	}
+	f.inspects++
 	b, ok := f.boxes[id]
 	if !ok {
 		return Info{}, errdefs.NotFound("no box %s", id)
+	}
+	if f.inspectHook != nil {
+		f.inspectHook(&b)
+		f.boxes[id] = b
 	}
 	return b, nil
 }
@@ -123,10 +142,28 @@ func (f *fakeBackend) AttachAgent(ctx context.Context, id string) (io.ReadWriteC
 	if err := f.unavailable(); err != nil {
 		return nil, err
 	}
-	if _, ok := f.boxes[id]; !ok {
+	b, ok := f.boxes[id]
+	if !ok {
 		return nil, errdefs.NotFound("no box %s", id)
 	}
 	f.attaches++
+	if f.attachHook != nil {
+		dead, err := f.attachHook(&b)
+		if _, still := f.boxes[id]; still {
+			f.boxes[id] = b
+		}
+		if err != nil {
+			return nil, err
+		}
+		if dead {
+			ours, theirs := net.Pipe()
+			theirs.Close()
+			return ours, nil
+		}
+	}
+	if b.State == StatePaused {
+		return nil, errdefs.FailedPrecondition("box %s is paused", id)
+	}
 	d := f.daemons[id]
 	if d == nil {
 		d = daemon.New()
@@ -164,18 +201,40 @@ func (f *fakeBackend) stats() (creates, lists, attaches int) {
 	return f.creates, f.lists, f.attaches
 }
 
-// addOutside creates a box as another sandboxd would.
+// addOutside creates a box as another replica of the deployment would.
 func (f *fakeBackend) addOutside(tenant, conv string) string {
+	return f.addLabelled(tenant, conv, map[string]string{LabelManaged: "true", LabelDeployment: f.dep.Name})
+}
+
+// addLabelled creates a box with these labels (another deployment's, or
+// one from before deployments).
+func (f *fakeBackend) addLabelled(tenant, conv string, labels map[string]string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.next++
 	id := fmt.Sprintf("out%03d", f.next)
 	f.boxes[id] = Info{ID: id, Tenant: tenant, Conversation: conv, Backend: "fake", State: StateRunning, CreatedAt: time.Now(),
-		Labels: map[string]string{LabelManaged: "true"}}
+		Deployment: labels[LabelDeployment], Labels: labels}
 	return id
 }
 
-var _ Backend = (*fakeBackend)(nil)
+// Unlabelled counts the boxes without a deployment label.
+func (f *fakeBackend) Unlabelled(ctx context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, b := range f.boxes {
+		if b.Labels[LabelDeployment] == "" {
+			n++
+		}
+	}
+	return n, nil
+}
+
+var (
+	_ Backend           = (*fakeBackend)(nil)
+	_ UnlabelledCounter = (*fakeBackend)(nil)
+)
 
 // countingObserver counts pipe events.
 type countingObserver struct {

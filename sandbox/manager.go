@@ -15,7 +15,16 @@ import (
 // Manager maps (tenant, conversation) to sandboxes and keeps one agent pipe
 // per sandbox. The backend's labels are the source of truth; the Manager
 // only caches them, refreshes the cache on a miss and periodically, and so
-// notices sandboxes created or removed behind its back.
+// notices sandboxes created or removed behind its back. It works for its
+// backend's Deployment alone: a sandbox the deployment does not own is
+// skipped in every listing and NotFound everywhere else, even when the
+// backend lets it through, so it is never adopted, counted, reaped or
+// deleted, and a conversation id is unique per deployment and tenant.
+//
+// The engine's state is read before a pipe is opened, again when opening
+// fails, and before an open pipe is handed out once the last reading is
+// older than the state-check interval: a paused, stopped or vanished
+// sandbox is told as such instead of as a dropped session.
 //
 // Goroutines: one reaper (periodic refresh and idle reaping), one dialer per
 // pipe being opened, and one watcher per open pipe. Close stops the reaper,
@@ -24,6 +33,7 @@ import (
 type Manager struct {
 	backend Backend
 	name    string
+	dep     Deployment // the backend's: every sandbox outside it is ignored
 	opts    options
 	log     *slog.Logger
 
@@ -50,6 +60,10 @@ type entry struct {
 	info     Info
 	gen      uint64 // m.gen at insert: a refresh that listed before it must not drop it
 	lastUsed time.Time
+	// checked is when the engine last said the sandbox runs (real time):
+	// a pipe handed out after stateCheck without one is checked first, so
+	// a paused or stopped sandbox fails fast instead of hanging the call.
+	checked  time.Time
 	client   *agent.Client
 	dial     *dialing // non-nil while a pipe is being opened
 	opened   bool     // a pipe was opened before, so the next one is a reconnect
@@ -72,6 +86,7 @@ func NewManager(b Backend, opts ...Option) *Manager {
 	return &Manager{
 		backend:    b,
 		name:       b.Name(),
+		dep:        b.Deployment(),
 		opts:       o,
 		log:        o.log.With("backend", b.Name()),
 		ctx:        ctx,
@@ -102,15 +117,32 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.mu.Lock()
 		n := len(m.byID)
 		m.mu.Unlock()
-		m.log.Info("sandbox map loaded", "sandboxes", n)
+		m.log.Info("sandbox map loaded", "sandboxes", n, "deployment", m.dep.Name, "adopt_unlabelled", m.dep.AdoptUnlabelled)
 	case errors.Is(err, errdefs.ErrUnavailable):
 		m.log.Warn("sandbox map not loaded yet; will retry", "err", err)
 	default:
 		return err
 	}
+	m.noteUnlabelled(ctx)
 	m.wg.Add(1)
 	go m.reaper()
 	return nil
+}
+
+// noteUnlabelled warns about sandboxes of a sandboxd from before
+// deployments that this deployment leaves alone: after an upgrade they would
+// otherwise vanish from the API without a word while they keep running.
+func (m *Manager) noteUnlabelled(ctx context.Context) {
+	c, ok := m.backend.(UnlabelledCounter)
+	if !ok || m.dep.AdoptUnlabelled {
+		return
+	}
+	n, err := c.Unlabelled(ctx)
+	if err != nil || n == 0 {
+		return
+	}
+	m.log.Warn("sandboxes made before deployments carry no deployment label and are left alone; "+
+		"set adopt_unlabelled_sandboxes: true in the one deployment that made them", "count", n, "deployment", m.dep.Name)
 }
 
 // Close stops the reaper and closes every agent pipe; the sandboxes and the
@@ -204,6 +236,9 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (Info, error) {
 	if err != nil {
 		return Info{}, m.backendErr("inspect sandbox "+id, err)
 	}
+	if !m.dep.Owns(info.Labels) {
+		return Info{}, errNoSandbox(id) // another deployment's
+	}
 	if info.Tenant != tenant || info.Conversation == "" {
 		return Info{}, errNoSandbox(id)
 	}
@@ -269,9 +304,10 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 	return nil
 }
 
-// Counts returns the number of mapped sandboxes per state, for metrics.
+// Counts returns the number of mapped sandboxes per state, for metrics: the
+// deployment's own only.
 func (m *Manager) Counts() map[string]int {
-	out := map[string]int{StateRunning: 0, StateStopped: 0}
+	out := map[string]int{StateRunning: 0, StateStopped: 0, StatePaused: 0}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range m.byID {

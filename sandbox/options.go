@@ -16,6 +16,7 @@ type options struct {
 	refreshEvery time.Duration
 	missRefresh  time.Duration
 	dialTimeout  time.Duration
+	stateCheck   time.Duration
 }
 
 func defaultOptions() options {
@@ -26,6 +27,7 @@ func defaultOptions() options {
 		refreshEvery: 30 * time.Second,
 		missRefresh:  time.Second,
 		dialTimeout:  30 * time.Second,
+		stateCheck:   time.Second,
 	}
 }
 
@@ -81,6 +83,18 @@ func WithDialTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
 			o.dialTimeout = d
+		}
+	}
+}
+
+// WithStateCheck sets how long the engine's word that a sandbox runs is
+// trusted before an open pipe is handed out again without asking (default
+// 1s): the bound on engine reads per busy sandbox, and how soon a paused or
+// stopped sandbox is told as such instead of hanging a call.
+func WithStateCheck(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.stateCheck = d
 		}
 	}
 }

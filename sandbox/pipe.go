@@ -3,9 +3,18 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/errdefs"
+)
+
+const (
+	// stateReadTimeout bounds the reads of a sandbox's state on the call path.
+	stateReadTimeout = 10 * time.Second
+	// dialSettle is how long a failed dial waits for the engine to report
+	// a sandbox that it still calls running as stopped.
+	dialSettle = 2 * time.Second
 )
 
 // Agent returns the one agent client of the conversation's sandbox, opening
@@ -35,7 +44,13 @@ func (m *Manager) Agent(ctx context.Context, tenant, conversation string) (*agen
 		e.lastUsed = m.opts.now()
 		if c := e.client; c != nil && !isDone(c) {
 			info := e.info
+			fresh := time.Since(e.checked) < m.opts.stateCheck
 			m.mu.Unlock()
+			if !fresh {
+				if info, err = m.recheck(ctx, e, conversation); err != nil {
+					return nil, Info{}, err
+				}
+			}
 			return c, info, nil
 		}
 		d := e.dial
@@ -104,29 +119,129 @@ func (m *Manager) dialer(e *entry, d *dialing) {
 	}
 }
 
-// open checks that the sandbox still runs, then attaches to its agent.
+// open checks that the sandbox still runs, then attaches to its agent. When
+// the attach or the hello fails, the engine is asked again: a sandbox that
+// stopped, paused or vanished meanwhile is reported as such, not as a
+// dropped session.
 func (m *Manager) open(ctx context.Context, id, conv string) (*agent.Client, Info, error) {
-	info, err := m.backend.Inspect(ctx, id)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		m.forget(id, "it was removed outside sandboxd")
-		return nil, Info{}, errdefs.NotFound("the sandbox of conversation %s no longer exists (it was removed outside sandboxd); create a new one", conv)
-	}
+	info, err := m.inspectOwn(ctx, id, conv)
 	if err != nil {
-		return nil, Info{}, m.backendErr("inspect sandbox "+id, err)
+		return nil, Info{}, err
 	}
 	if info.State != StateRunning {
-		return nil, Info{}, errdefs.FailedPrecondition("the sandbox of conversation %s is no longer running (it was stopped outside sandboxd); delete it and create a new one", conv)
+		return nil, Info{}, m.stateErr(info, conv)
 	}
 	rwc, err := m.backend.AttachAgent(ctx, id)
 	if err != nil {
-		return nil, Info{}, m.backendErr("attach to the agent of sandbox "+id, err)
+		return nil, Info{}, m.dialFailed(ctx, id, conv, m.backendErr("attach to the agent of sandbox "+id, err))
 	}
 	c, err := agent.NewClient(ctx, rwc)
 	if err != nil {
 		_ = rwc.Close()
-		return nil, Info{}, errdefs.Unavailable("the agent in the sandbox of conversation %s did not answer: %v; retry, and delete and re-create the sandbox if it persists", conv, err)
+		return nil, Info{}, m.dialFailed(ctx, id, conv,
+			errdefs.Unavailable("the agent in the sandbox of conversation %s did not answer: %v; retry, and delete and re-create the sandbox if it persists", conv, err))
 	}
+	m.mu.Lock()
+	if e := m.byID[id]; e != nil {
+		e.checked = time.Now()
+	}
+	m.mu.Unlock()
 	return c, info, nil
+}
+
+// inspectOwn reads id's state from the engine; a sandbox that is gone (or
+// not the deployment's) is dropped from the map and NotFound.
+func (m *Manager) inspectOwn(ctx context.Context, id, conv string) (Info, error) {
+	info, err := m.backend.Inspect(ctx, id)
+	if err == nil && !m.dep.Owns(info.Labels) {
+		err = errdefs.NotFound("sandbox %s belongs to another deployment", id)
+	}
+	if errors.Is(err, errdefs.ErrNotFound) {
+		m.forget(id, "it was removed outside sandboxd")
+		return Info{}, errdefs.NotFound("the sandbox of conversation %s no longer exists (it was removed outside sandboxd); create a new one", conv)
+	}
+	if err != nil {
+		return Info{}, m.backendErr("inspect sandbox "+id, err)
+	}
+	m.mu.Lock()
+	if e := m.byID[id]; e != nil && !e.removing {
+		e.info = info
+	}
+	m.mu.Unlock()
+	return info, nil
+}
+
+// dialFailed explains a failed attach or hello by the engine's state when
+// that says more than dialErr: a sandbox that no longer runs is never told
+// to "reconnect and retry". An engine may report a container's death a
+// moment after the exec into it failed (a kubelet notices within about a
+// second), so a sandbox still said to run is read again for a short settle
+// time. The dial's context may have ended; the reads have their own.
+func (m *Manager) dialFailed(ctx context.Context, id, conv string, dialErr error) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stateReadTimeout)
+	defer cancel()
+	settle := time.Now().Add(dialSettle)
+	for {
+		info, err := m.inspectOwn(sctx, id, conv)
+		switch {
+		case errors.Is(err, errdefs.ErrNotFound):
+			return err
+		case err != nil:
+			return dialErr
+		case info.State != StateRunning:
+			return m.stateErr(info, conv)
+		case time.Now().After(settle):
+			return dialErr
+		}
+		select {
+		case <-sctx.Done():
+			return dialErr
+		case <-m.ctx.Done():
+			return dialErr
+		case <-time.After(dialSettle / 10):
+		}
+	}
+}
+
+// recheck asks the engine whether e's sandbox still runs before its open
+// pipe is handed out again. An engine that cannot answer now does not fail
+// a pipe that works.
+func (m *Manager) recheck(ctx context.Context, e *entry, conv string) (Info, error) {
+	m.mu.Lock()
+	id, cached := e.info.ID, e.info
+	m.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, stateReadTimeout)
+	defer cancel()
+	info, err := m.inspectOwn(sctx, id, conv)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return Info{}, err
+	case err != nil:
+		m.log.Debug("cannot read the sandbox's state; using its open pipe", "id", id, "err", err)
+		return cached, nil
+	case info.State != StateRunning:
+		return Info{}, m.stateErr(info, conv)
+	}
+	m.mu.Lock()
+	e.checked = time.Now()
+	m.mu.Unlock()
+	return info, nil
+}
+
+// stateErr says why a sandbox that exists cannot take tool calls, and what
+// to do: a paused one keeps its workspace and only needs unpausing.
+func (m *Manager) stateErr(info Info, conv string) error {
+	switch info.State {
+	case StatePaused:
+		hint := "unpause it in its engine"
+		if h, ok := m.backend.(ResumeHinter); ok {
+			hint = "unpause it, e.g. `" + h.ResumeHint(info) + "`"
+		}
+		return errdefs.FailedPrecondition("the sandbox of conversation %s is paused (frozen in its engine outside sandboxd; its workspace and processes are kept); %s, and the next call works", conv, hint)
+	case StateGone:
+		return errdefs.NotFound("the sandbox of conversation %s is being removed; create a new one", conv)
+	}
+	return errdefs.FailedPrecondition("the sandbox of conversation %s is no longer running (it was stopped outside sandboxd); delete it and create a new one", conv)
 }
 
 // watch waits for c to end and clears it from e, so that the next Agent

@@ -37,6 +37,9 @@ func (m *Manager) refresh(ctx context.Context, notBefore time.Time) error {
 		if info.ID == "" || info.Tenant == "" || info.Conversation == "" {
 			continue // carries our managed label but is not mapped to anyone
 		}
+		if !m.dep.Owns(info.Labels) {
+			continue // another deployment's (the backend filters too)
+		}
 		seen[info.ID] = true
 		if g, ok := m.tombstones[info.ID]; ok && g > before {
 			continue // removed while we listed

@@ -17,12 +17,14 @@ const (
 	LabelTenant       = "io.sandboxd.tenant"       // tenant name
 	LabelConversation = "io.sandboxd.conversation" // conversation id
 	LabelCreatedAt    = "io.sandboxd.created-at"   // RFC 3339
+	LabelDeployment   = "io.sandboxd.deployment"   // the Deployment's Name
 )
 
 // States of a sandbox as reported by the API.
 const (
 	StateRunning = "running"
 	StateStopped = "stopped" // exists but not running: tools answer that it is not running
+	StatePaused  = "paused"  // frozen by the engine (docker pause): tools answer until it is unpaused
 	StateGone    = "gone"
 )
 
@@ -52,6 +54,7 @@ type Info struct {
 	ID           string
 	Tenant       string
 	Conversation string
+	Deployment   string // LabelDeployment; "" for a sandbox made before deployments
 	Backend      string
 	Image        string
 	State        string
@@ -61,18 +64,39 @@ type Info struct {
 }
 
 // Backend creates, finds, removes and execs into sandboxes.
+//
+// A backend works for one Deployment: Create stamps its name on every
+// sandbox, and List, Inspect, Remove and AttachAgent see only the sandboxes
+// it Owns; another deployment's are NotFound, as if they did not exist.
 type Backend interface {
 	Name() string
+	// Deployment is the deployment the backend works for.
+	Deployment() Deployment
 	Create(ctx context.Context, spec Spec) (Info, error)
-	// List returns every sandbox that carries LabelManaged, in any state.
+	// List returns every sandbox of the deployment that carries
+	// LabelManaged, in any state.
 	List(ctx context.Context) ([]Info, error)
-	// Inspect returns one sandbox; errdefs.ErrNotFound when it is gone.
+	// Inspect returns one sandbox of the deployment; errdefs.ErrNotFound
+	// when it is gone or another deployment's.
 	Inspect(ctx context.Context, id string) (Info, error)
 	// Remove stops and removes the sandbox and everything running in it.
 	Remove(ctx context.Context, id string) error
 	// AttachAgent runs `sandbox-agent attach` inside the sandbox and returns
 	// its stdio as one byte stream. Closing it ends the exec, not the agent.
 	AttachAgent(ctx context.Context, id string) (io.ReadWriteCloser, error)
+}
+
+// ResumeHinter is an optional Backend capability: the command that unpauses
+// a paused sandbox, for the sentence that says it is paused.
+type ResumeHinter interface {
+	ResumeHint(info Info) string
+}
+
+// UnlabelledCounter is an optional Backend capability: how many sandboxes
+// carry LabelManaged but no LabelDeployment (made by a sandboxd from before
+// deployments), so that a deployment that leaves them alone can say so.
+type UnlabelledCounter interface {
+	Unlabelled(ctx context.Context) (int, error)
 }
 
 // Pinger is an optional Backend capability: a cheap liveness check of the

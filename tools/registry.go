@@ -14,12 +14,12 @@ import (
 )
 
 // Outcomes of a call as reported to a CallObserver (a closed set: metrics
-// use it as a label).
+// use it as a label; see Outcomes).
 const (
 	OutcomeOK               = "ok"
 	OutcomeToolError        = "tool_error"
 	OutcomeInvalidArguments = "invalid_arguments"
-	OutcomeInternalError    = "internal_error"
+	OutcomeFailure          = "failure"
 	OutcomeCanceled         = "canceled"
 )
 
@@ -29,6 +29,7 @@ const (
 type Registry struct {
 	entries []*entry // registration order; written only by Register
 	byName  map[string]*entry
+	omitted []Unavailable // families wiring left out; written only by Omit
 	serial  *serializer
 	obs     CallObserver
 	log     *slog.Logger
@@ -143,8 +144,14 @@ func (r *Registry) Visible(env *Env) []Spec {
 func (r *Registry) Call(ctx context.Context, env *Env, name string, args json.RawMessage) (res Result, err error) {
 	start := time.Now()
 	e := r.byName[name]
-	if e == nil || !r.visible(env, e) {
+	if e == nil {
+		if why, ok := r.omittedWhy(name); ok {
+			return Result{}, errdefs.NotFound("tool %q is not available to this run: %s", name, why)
+		}
 		return Result{}, errdefs.NotFound("tool %q is not available to this run; list the run's tools to see which are", name)
+	}
+	if !r.visible(env, e) {
+		return Result{}, errdefs.NotFound("tool %q is not available to this run: %s", name, r.why(env, e))
 	}
 	outcome := OutcomeOK
 	defer func() {
@@ -156,7 +163,10 @@ func (r *Registry) Call(ctx context.Context, env *Env, name string, args json.Ra
 	if len(args) == 0 || len(trimSpace(args)) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	if verr := e.schema.Validate(args); verr != nil {
+	// The tool and the gate get the arguments as the schema normalised
+	// them, so every value it accepted decodes into the tool's Go types.
+	args, verr := e.schema.Normalize(args)
+	if verr != nil {
 		outcome = OutcomeInvalidArguments
 		return Error(verr.Error()), nil
 	}
@@ -189,16 +199,16 @@ func (r *Registry) Call(ctx context.Context, env *Env, name string, args json.Ra
 	res, terr, panicked := r.invoke(ctx, env, e, args)
 	switch {
 	case panicked:
-		outcome = OutcomeInternalError
+		outcome = OutcomeFailure
 	case terr != nil && ctx.Err() != nil && errors.Is(terr, ctx.Err()):
 		outcome = OutcomeCanceled
 		res = Error(fmt.Sprintf("the %s call was canceled before it finished", name))
 	case terr != nil:
-		outcome = OutcomeInternalError
+		outcome = OutcomeFailure
 		r.log.ErrorContext(ctx, "tool call failed", "tool", name, "run", runID(env), "err", terr)
 		res = Error("internal error: " + terr.Error())
 	case res.IsError:
-		outcome = OutcomeToolError
+		outcome = resultOutcome(ctx, res)
 	}
 	if res.Content == nil {
 		res.Content = []Block{}

@@ -226,7 +226,7 @@ func TestToolErrorsAndPanics(t *testing.T) {
 	if err != nil || !res.IsError || !strings.Contains(res.Content[0].Text, "internal error") || !strings.Contains(res.Content[0].Text, "index out of range") {
 		t.Fatalf("panic: %+v %v", res, err)
 	}
-	if rec.last() != (record{"boom", LevelExec, OutcomeInternalError}) {
+	if rec.last() != (record{"boom", LevelExec, OutcomeFailure}) {
 		t.Fatalf("panic observed as %+v", rec.last())
 	}
 	if !strings.Contains(logs.String(), "tool panicked") || !strings.Contains(logs.String(), "registry_test.go") {
@@ -248,7 +248,7 @@ func TestToolErrorsAndPanics(t *testing.T) {
 	if err != nil || !res.IsError || res.Content[0].Text != "internal error: agent pipe closed" {
 		t.Fatalf("go error: %+v %v", res, err)
 	}
-	if rec.last().outcome != OutcomeInternalError || !strings.Contains(logs.String(), "agent pipe closed") {
+	if rec.last().outcome != OutcomeFailure || !strings.Contains(logs.String(), "agent pipe closed") {
 		t.Fatalf("go error not observed/logged: %+v", rec.last())
 	}
 

@@ -20,7 +20,7 @@ func Connect(ctx context.Context, env *Env) (*SandboxConn, *Result, error) {
 	}
 	conn, err := env.Sandbox(ctx)
 	if err != nil {
-		if r, ok := ModelError(err); ok {
+		if r, ok := ModelError(&unusableSandbox{err}); ok {
 			return nil, &r, nil
 		}
 		return nil, nil, err
@@ -40,11 +40,13 @@ var modelClasses = []error{
 }
 
 // ModelError turns an error the model can act on into an is_error result;
-// failures of sandboxd itself are not, so the registry logs them.
+// failures of sandboxd itself are not, so the registry logs them. The
+// result keeps err (ErrorFrom), so an unavailable agent or engine still
+// counts as sandboxd's failure in the call's outcome.
 func ModelError(err error) (Result, bool) {
 	for _, class := range modelClasses {
 		if errors.Is(err, class) {
-			return Error(err.Error()), true
+			return ErrorFrom(err), true
 		}
 	}
 	return Result{}, false

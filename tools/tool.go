@@ -49,6 +49,11 @@ type Block struct {
 type Result struct {
 	Content []Block `json:"content"`
 	IsError bool    `json:"is_error"`
+
+	// cause is the error an is_error result was made from (ErrorFrom),
+	// never sent: its class tells the call's outcome, a model's mistake
+	// from sandboxd's own failure.
+	cause error
 }
 
 // Text joins the result's text blocks with newlines (images left out): what
@@ -121,8 +126,10 @@ type Tool interface {
 }
 
 // CallObserver receives one record per finished call (metrics plug in here).
-// Outcome is one of "ok", "tool_error", "invalid_arguments", "internal_error",
-// "canceled".
+// Outcome is one of Outcomes(): "ok", "invalid_arguments", "tool_error" (an
+// is_error answer the model can act on: a missing file, a refused
+// approval), "canceled" (the caller left) or "failure" (sandboxd's own:
+// internal, its sandbox or engine unavailable, a deadline inside it).
 type CallObserver interface {
 	ObserveToolCall(tool string, level Level, outcome string, d time.Duration)
 }

@@ -64,7 +64,7 @@ func TestReadAfterSwapRefused(t *testing.T) {
 		t.Errorf("err = %v, want failed_precondition saying the path changed", err)
 	}
 	// The batch read says the same per file, and holds no data.
-	got, err := readFiles(&proto.ReadFilesRequest{Root: root, Paths: []string{"sub-moved/f.txt"}})
+	got, err := readFiles(&proto.ReadFilesRequest{Root: root, Paths: []string{"sub-moved/f.txt"}}, readLimits{})
 	if err != nil || string(got.Files[0].Data) != "inside\n" {
 		t.Fatalf("reading the moved file = %+v, %v", got, err)
 	}
@@ -75,7 +75,7 @@ func TestReadAfterSwapRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.close()
-	if why := readOne(r, c, 1<<20, 1<<20, &fd); why == "" || fd.Data != nil {
+	if why := readOne(r, c, 1<<20, 1<<20, readLimits{}, &fd); why == "" || fd.Data != nil {
 		t.Errorf("readOne after the swap = %q with %q, want a reason and no data", why, fd.Data)
 	}
 }
@@ -94,7 +94,7 @@ func TestWriteAfterSwapStaysInside(t *testing.T) {
 	err := writeFiles(&proto.WriteFilesRequest{Root: root, Files: []proto.WriteFile{
 		{Path: "sub/f.txt", Data: []byte("new\n")},
 		{Path: "sub/g.txt", Data: []byte("g\n")},
-	}}, hook)
+	}}, commitEnv{hook: hook})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,8 @@ func startError(prog string, err error) error {
 		return errdefs.NotFound("cannot start %q: %v; check the program and the working directory", prog, err)
 	case errors.Is(err, fs.ErrPermission):
 		return errdefs.FailedPrecondition("cannot start %q: permission denied; check that it is executable", prog)
+	case errors.Is(err, syscall.EAGAIN):
+		return errdefs.ResourceExhausted("cannot start %q: the sandbox has no process left (its pids limit is reached); stop processes it no longer needs and retry", prog)
 	default:
 		return errdefs.FailedPrecondition("cannot start %q: %v", prog, err)
 	}

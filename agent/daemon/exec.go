@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -21,11 +22,17 @@ const (
 	// outputGrace is how long output may still arrive after the command
 	// exited (from children it left behind) before the pipes are closed.
 	outputGrace = 2 * time.Second
+	// roomWait bounds how long an exec waits for the pid guard to free the
+	// sandbox's reserve before it is refused.
+	roomWait = 3 * time.Second
 )
 
-// exec runs a command to completion. Its process group is killed when the
-// timeout passes or the client closes the stream; children it leaves
-// running after a normal exit keep running (the subreaper reaps them).
+// exec runs a command to completion. Supervised (the sandbox's agent), the
+// command runs below a supervisor that kills everything it started at the
+// timeout or when the client closes the stream, and what it leaves running
+// at a normal exit at the timeout; see RunContain. Otherwise its process
+// group is killed at the timeout or when the client goes, and children it
+// leaves running after a normal exit keep running.
 func (s *Server) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecRequest) (*proto.ExecResponse, error) {
 	cmd, err := buildCmd(r.Argv, r.Dir, r.Env)
 	if err != nil {
@@ -41,97 +48,153 @@ func (s *Server) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecReques
 		max = defaultExecOutput
 	}
 	max = min(max, maxExecOutput)
-
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, errdefs.Internal("cannot make a pipe: %v", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, errdefs.Internal("cannot make a pipe: %v", err)
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	var inR, inW *os.File
-	if len(r.Stdin) > 0 {
-		if inR, inW, err = os.Pipe(); err != nil {
-			outR.Close()
-			outW.Close()
-			errR.Close()
-			errW.Close()
-			return nil, errdefs.Internal("cannot make a pipe: %v", err)
+	if s.guard != nil {
+		if u, err := s.guard.makeRoom(roomWait, s.supervisors); err == nil && u.low() {
+			return nil, errdefs.ResourceExhausted("the sandbox has %d of its %d processes in use and the agent keeps %d free for itself, so %q was not started; "+
+				"stop processes it no longer needs or give the sandbox a larger pids limit", u.inUse, u.limit, u.reserve, r.Argv[0])
 		}
-		cmd.Stdin = inR
+	}
+
+	p, err := newExecPipes(cmd, len(r.Stdin) > 0)
+	if err != nil {
+		return nil, err
 	}
 	clientGone := watchClosed(ctx, st)
-
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		closeAll(outR, outW, errR, errW, inR, inW)
-		return nil, errdefs.Unavailable("the agent daemon is shutting down; reconnect and retry")
+	var run func() (*proto.ExecResponse, error)
+	if s.opts.supervise {
+		run, err = s.startSupervised(cmd, p, timeout, clientGone)
+	} else {
+		run, err = s.startGroup(cmd, p, timeout, clientGone)
 	}
-	started := time.Now()
-	exited, err := s.reaper.start(cmd)
-	closeAll(outW, errW, inR)
+	if err == errShuttingDown {
+		return nil, err
+	}
 	if err != nil {
-		s.mu.Unlock()
-		closeAll(outR, errR, inW)
 		return nil, startError(r.Argv[0], err)
 	}
-	pgid := cmd.Process.Pid
-	s.execs[pgid] = struct{}{}
-	s.mu.Unlock()
-
-	stdout, stderr := newHeadTail(max), newHeadTail(max)
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go func() { defer readers.Done(); io.Copy(stdout, outR) }()
-	go func() { defer readers.Done(); io.Copy(stderr, errR) }()
-	if inW != nil {
-		go func() { inW.Write(r.Stdin); inW.Close() }()
+	p.collect(max, r.Stdin)
+	resp, err := run()
+	if err != nil {
+		return nil, err
 	}
-
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	resp := &proto.ExecResponse{}
-	var es exitStatus
-	select {
-	case es = <-exited:
-	case <-timer.C:
-		resp.TimedOut = true
-		killGroup(pgid)
-		es = <-exited
-	case <-clientGone.Done():
-		killGroup(pgid)
-		es = <-exited
-	}
-	resp.Duration = es.at.Sub(started)
-	s.mu.Lock()
-	delete(s.execs, pgid)
-	s.mu.Unlock()
-	cmd.Process.Release()
-
-	readersDone := make(chan struct{})
-	go func() { readers.Wait(); close(readersDone) }()
-	select {
-	case <-readersDone:
-	case <-time.After(outputGrace):
-		closeAll(outR, errR) // unblocks the copies
-		<-readersDone
-	}
-	closeAll(outR, errR, inW)
-
-	resp.ExitCode, resp.Signal = exitFields(es.ws)
-	resp.Stdout, resp.StdoutOmitted = stdout.bytes()
-	resp.Stderr, resp.StderrOmitted = stderr.bytes()
 	if clientGone.Err() != nil && ctx.Err() == nil && !resp.TimedOut {
 		// Nobody is left to read the answer; say so in the log only.
-		s.log.Info("killed a command whose client went away", "argv0", r.Argv[0], "pid", pgid)
+		s.log.Info("killed a command whose client went away", "argv0", r.Argv[0])
 	}
 	return resp, nil
 }
+
+// startGroup starts cmd in its own process group; run waits for it and its
+// output, and kills the group at the timeout or when the client goes.
+func (s *Server) startGroup(cmd *exec.Cmd, p *execPipes, timeout time.Duration, clientGone context.Context) (func() (*proto.ExecResponse, error), error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		p.closeAll()
+		return nil, errShuttingDown
+	}
+	started := time.Now()
+	exited, err := s.reaper.start(cmd)
+	p.closeChildEnds()
+	if err != nil {
+		s.mu.Unlock()
+		p.closeAll()
+		return nil, err
+	}
+	pgid := cmd.Process.Pid
+	s.execs[pgid] = runningExec{}
+	s.mu.Unlock()
+
+	return func() (*proto.ExecResponse, error) {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		resp := &proto.ExecResponse{}
+		var es exitStatus
+		select {
+		case es = <-exited:
+		case <-timer.C:
+			resp.TimedOut = true
+			killGroup(pgid)
+			es = <-exited
+		case <-clientGone.Done():
+			killGroup(pgid)
+			es = <-exited
+		}
+		resp.Duration = es.at.Sub(started)
+		resp.ExitCode, resp.Signal = exitFields(es.ws)
+		s.mu.Lock()
+		delete(s.execs, pgid)
+		s.mu.Unlock()
+		cmd.Process.Release()
+		p.finish(resp)
+		return resp, nil
+	}, nil
+}
+
+// execPipes are an exec's stdio pipes and the copies that read them.
+type execPipes struct {
+	outR, outW, errR, errW, inR, inW *os.File
+	stdout, stderr                   *headTail
+	readers                          sync.WaitGroup
+}
+
+func newExecPipes(cmd *exec.Cmd, stdin bool) (*execPipes, error) {
+	p := &execPipes{}
+	var err error
+	if p.outR, p.outW, err = os.Pipe(); err != nil {
+		return nil, errdefs.Internal("cannot make a pipe: %v", err)
+	}
+	if p.errR, p.errW, err = os.Pipe(); err != nil {
+		p.closeAll()
+		return nil, errdefs.Internal("cannot make a pipe: %v", err)
+	}
+	if stdin {
+		if p.inR, p.inW, err = os.Pipe(); err != nil {
+			p.closeAll()
+			return nil, errdefs.Internal("cannot make a pipe: %v", err)
+		}
+		cmd.Stdin = p.inR
+	}
+	cmd.Stdout, cmd.Stderr = p.outW, p.errW
+	return p, nil
+}
+
+// closeChildEnds closes the ends the started process holds its own copies of.
+func (p *execPipes) closeChildEnds() { closeAll(p.outW, p.errW, p.inR) }
+
+func (p *execPipes) closeAll() { closeAll(p.outR, p.outW, p.errR, p.errW, p.inR, p.inW) }
+
+// collect starts copying the output (max bytes per stream, head and tail)
+// and writing stdin.
+func (p *execPipes) collect(max int, stdin []byte) {
+	p.stdout, p.stderr = newHeadTail(max), newHeadTail(max)
+	p.readers.Add(2)
+	go func() { defer p.readers.Done(); io.Copy(p.stdout, p.outR) }()
+	go func() { defer p.readers.Done(); io.Copy(p.stderr, p.errR) }()
+	if p.inW != nil {
+		go func() { p.inW.Write(stdin); p.inW.Close() }()
+	}
+}
+
+// finish waits for the output, at most outputGrace once the command has
+// exited (processes it left may hold the pipes), and puts it in resp.
+func (p *execPipes) finish(resp *proto.ExecResponse) {
+	readersDone := make(chan struct{})
+	go func() { p.readers.Wait(); close(readersDone) }()
+	select {
+	case <-readersDone:
+	case <-time.After(outputGrace):
+		closeAll(p.outR, p.errR) // unblocks the copies
+		<-readersDone
+	}
+	closeAll(p.outR, p.errR, p.inW)
+	if resp != nil {
+		resp.Stdout, resp.StdoutOmitted = p.stdout.bytes()
+		resp.Stderr, resp.StderrOmitted = p.stderr.bytes()
+	}
+}
+
+var errShuttingDown = errdefs.Unavailable("the agent daemon is shutting down; reconnect and retry")
 
 func closeAll(files ...*os.File) {
 	for _, f := range files {

@@ -6,6 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -21,8 +24,8 @@ const (
 // fsError turns an os error on a confined path into a classed error.
 func fsError(err error, path string) error {
 	switch {
-	case errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrInvalidArgument):
-		return err // already classed by openBeneath
+	case errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrInvalidArgument) || errors.Is(err, errdefs.ErrNotFound):
+		return err // already classed by openBeneath or openRegular
 	case errors.Is(err, fs.ErrNotExist):
 		return errdefs.NotFound("%s does not exist; check the path", path)
 	case errors.Is(err, fs.ErrPermission):
@@ -32,7 +35,77 @@ func fsError(err error, path string) error {
 	}
 }
 
-func readFile(r *proto.ReadFileRequest) (*proto.ReadFileResponse, error) {
+// readLimits are a Server's rules for opening a file to read it.
+type readLimits struct {
+	// singleLink refuses a regular file with more than one hard link. On
+	// the host backend the workspace shares a file system with the rest of
+	// the machine, and a link made with ln through shell to a file outside
+	// would read back that file; a container's workspace is its own
+	// file system, where such a link cannot be made.
+	singleLink bool
+}
+
+// openRegular opens a file beneath r to read it. The open does not block
+// (a FIFO would otherwise wait for a writer, a device for its driver) and
+// follows no symlink; the open file is then checked to be a regular file,
+// so nothing but one is ever read.
+func (r *beneathRoot) openRegular(abs, name string, lim readLimits) (*os.File, fs.FileInfo, error) {
+	f, err := r.openNonblock(abs, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = regularFile(fi, name, lim)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// openNonblock opens abs beneath r for reading without waiting on it and
+// without following a symlink; the commit's hidden files do not exist here.
+func (r *beneathRoot) openNonblock(abs, name string) (*os.File, error) {
+	if commitTemp(filepath.Base(abs)) {
+		return nil, errdefs.NotFound("%s does not exist; check the path", name)
+	}
+	return r.open(abs, name, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+}
+
+// regularFile refuses, in one sentence, what openRegular must not read.
+func regularFile(fi fs.FileInfo, name string, lim readLimits) error {
+	switch {
+	case fi.IsDir():
+		return errdefs.InvalidArgument("%s is a directory, not a file; list it with walk", name)
+	case !fi.Mode().IsRegular():
+		return errdefs.InvalidArgument("%s is a %s, not a regular file; only regular files can be read or written through the file operations", name, fileType(fi.Mode()))
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && lim.singleLink && st.Nlink > 1 {
+		return errdefs.FailedPrecondition("%s has %d hard links, and on this backend another link may be a file outside the workspace, so it is not opened; replace it with a copy of its own (cp %s %s.copy && mv %s.copy %s) and retry", name, st.Nlink, name, name, name, name)
+	}
+	return nil
+}
+
+// fileType names a non-regular file's type for a message.
+func fileType(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "unix socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "block device"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	}
+	return "special file (" + m.Type().String() + ")"
+}
+
+func readFile(r *proto.ReadFileRequest, lim readLimits) (*proto.ReadFileResponse, error) {
 	c, err := confine(r.Root, r.Path)
 	if err != nil {
 		return nil, err
@@ -42,21 +115,16 @@ func readFile(r *proto.ReadFileRequest) (*proto.ReadFileResponse, error) {
 		max = defaultReadMax
 	}
 	max = min(max, maxReadData)
-	f, err := openBeneath(c.root, c.abs, r.Path, os.O_RDONLY, 0)
+	root, err := openRoot(c.root)
+	if err != nil {
+		return nil, fsError(err, r.Root)
+	}
+	defer root.close()
+	f, fi, err := root.openRegular(c.abs, r.Path, lim)
 	if err != nil {
 		return nil, fsError(err, r.Path)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fsError(err, r.Path)
-	}
-	if fi.IsDir() {
-		return nil, errdefs.InvalidArgument("%s is a directory, not a file; list it with walk", r.Path)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errdefs.InvalidArgument("%s is not a regular file (%s); only regular files can be read", r.Path, fi.Mode().Type())
-	}
 	data, err := io.ReadAll(io.LimitReader(f, max))
 	if err != nil {
 		return nil, fsError(err, r.Path)
@@ -75,7 +143,7 @@ func readFile(r *proto.ReadFileRequest) (*proto.ReadFileResponse, error) {
 	}, nil
 }
 
-func readFiles(r *proto.ReadFilesRequest) (*proto.ReadFilesResponse, error) {
+func readFiles(r *proto.ReadFilesRequest, lim readLimits) (*proto.ReadFilesResponse, error) {
 	realRoot, err := resolveRoot(r.Root)
 	if err != nil {
 		return nil, err
@@ -104,7 +172,7 @@ func readFiles(r *proto.ReadFilesRequest) (*proto.ReadFilesResponse, error) {
 			out.Files = append(out.Files, fd)
 			continue
 		}
-		fd.Skipped = readOne(root, c, each, total-used, &fd)
+		fd.Skipped = readOne(root, c, each, total-used, lim, &fd)
 		used += int64(len(fd.Data))
 		out.Files = append(out.Files, fd)
 	}
@@ -112,10 +180,10 @@ func readFiles(r *proto.ReadFilesRequest) (*proto.ReadFilesResponse, error) {
 }
 
 // readOne fills fd from c and returns why the data is absent, if it is.
-func readOne(root *beneathRoot, c *confined, each, left int64, fd *proto.FileData) string {
-	f, err := root.open(c.abs, fd.Path, os.O_RDONLY, 0)
+func readOne(root *beneathRoot, c *confined, each, left int64, lim readLimits, fd *proto.FileData) string {
+	f, err := root.openNonblock(c.abs, fd.Path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errdefs.ErrNotFound) {
 			return "not found"
 		}
 		return err.Error()
@@ -125,12 +193,17 @@ func readOne(root *beneathRoot, c *confined, each, left int64, fd *proto.FileDat
 	if err != nil {
 		return err.Error()
 	}
-	fd.Size, fd.ModTime = fi.Size(), fi.ModTime()
 	switch {
 	case fi.IsDir():
 		return "is a directory"
 	case !fi.Mode().IsRegular():
-		return "not a regular file"
+		return "not a regular file (a " + fileType(fi.Mode()) + ")"
+	}
+	if err := regularFile(fi, fd.Path, lim); err != nil {
+		return err.Error()
+	}
+	fd.Size, fd.ModTime = fi.Size(), fi.ModTime()
+	switch {
 	case fi.Size() > each:
 		return "too large"
 	case fi.Size() > left:
@@ -160,6 +233,9 @@ func stat(r *proto.StatRequest) (*proto.StatResponse, error) {
 	}
 	defer root.Close()
 	rel, _ := filepath.Rel(c.root, c.abs)
+	if commitTemp(filepath.Base(rel)) {
+		return nil, errdefs.NotFound("%s does not exist; check the path", r.Path)
+	}
 	fi, err := root.Stat(rel)
 	if err != nil {
 		return nil, fsError(err, r.Path)

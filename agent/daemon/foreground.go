@@ -28,7 +28,7 @@ func (s *Server) RunForeground(ctx context.Context, argv []string, stdin, stdout
 		return 0, startError(argv[0], err)
 	}
 	pgid := cmd.Process.Pid
-	s.execs[pgid] = struct{}{}
+	s.execs[pgid] = runningExec{}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()

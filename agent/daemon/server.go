@@ -38,12 +38,16 @@ type Server struct {
 	procs     *procTable
 	startedAt time.Time
 	hostname  string
+	// journal keeps write_files batches crash-atomic; nil without a state dir.
+	journal   *journal
+	guard     *pidGuard     // nil: no pids limit to keep a reserve of, or exec is not supervised
+	guardDone chan struct{} // closed by Close, stops the guard
 
 	// mu guards listeners, sessions, execs and closed.
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[*yamux.Session]struct{}
-	execs     map[int]struct{} // pgids of running exec requests
+	execs     map[int]runningExec // exec requests whose processes may run, by pid
 	closed    bool
 	closeOnce sync.Once
 	closeErr  error
@@ -52,6 +56,7 @@ type Server struct {
 type options struct {
 	log            *slog.Logger
 	subreaper      bool
+	supervise      bool // exec runs every command under `self contain`
 	bufferSize     int
 	retainCount    int
 	retainFor      time.Duration
@@ -59,6 +64,8 @@ type options struct {
 	commitHook     func(i int) error // test-only fault injection in write_files
 	opHook         func(proto.Op)    // test-only, runs before each op
 	self           string            // what proto.AgentSelf runs
+	stateDir       string            // where commit journals live (outside every workspace)
+	limits         readLimits
 }
 
 // Option configures a Server.
@@ -69,6 +76,20 @@ type Option func(*options)
 // binary; an in-process daemon in tests names a built agent instead).
 func WithSelf(path string) Option { return func(o *options) { o.self = path } }
 
+// WithStateDir keeps the agent's commit journals in dir, which must lie
+// outside every workspace and survive the agent (and, in a container, a
+// restart): with it, a write_files batch interrupted by a kill is settled
+// to the old tree or the new one when the agent starts again
+// (RecoverCommits) or before the next file operation on that workspace.
+// Without it batches are all or nothing only while the agent lives.
+func WithStateDir(dir string) Option { return func(o *options) { o.stateDir = dir } }
+
+// WithSingleLinkFiles refuses to read regular files with more than one hard
+// link: for an agent whose workspace shares its file system with files it
+// must not reveal (the host backend), where a link made through a command
+// would read back a file outside the workspace.
+func WithSingleLinkFiles() Option { return func(o *options) { o.limits.singleLink = true } }
+
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
@@ -76,7 +97,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // child with one wait4(-1) loop: orphans re-parented to the daemon are reaped
 // too. Only for a process that runs nothing but this Server (the
 // sandbox-agent binary): the loop would steal exit statuses from any other
-// child the process starts.
+// child the process starts. Being the sandbox-agent binary, it also
+// supervises exec (WithSupervisedExec) and keeps a thread reserve.
 func WithSubreaper() Option { return func(o *options) { o.subreaper = true } }
 
 // WithOutputBuffer sets the per-stream buffer for spawned processes' output
@@ -118,19 +140,68 @@ func New(opts ...Option) *Server {
 		hostname:  host,
 		listeners: map[net.Listener]struct{}{},
 		sessions:  map[*yamux.Session]struct{}{},
-		execs:     map[int]struct{}{},
+		execs:     map[int]runningExec{},
+		guardDone: make(chan struct{}),
+	}
+	if o.stateDir != "" {
+		j, err := openJournal(o.stateDir, o.log)
+		if err != nil {
+			// Every write_files then fails with this sentence rather than
+			// commit without the journal it was configured with.
+			o.log.Error("the agent cannot keep commit journals", "err", err)
+			j = &journal{dir: o.stateDir, log: o.log, broken: err}
+		}
+		s.journal = j
 	}
 	if o.subreaper {
 		s.reaper = newSubreaper(o.log)
+		reserveThreads(agentThreads)
+		o.supervise = true
 	} else {
 		s.reaper = childReaper{}
 	}
 	s.procs = newProcTable(s.reaper, o.bufferSize, o.retainCount, o.retainFor)
 	s.procs.self = o.self
+	s.opts.supervise = o.supervise && o.self != ""
+	if s.opts.supervise {
+		if s.guard = newPidGuard(); s.guard != nil {
+			go s.guard.watch(s.guardDone, s.supervisors)
+		}
+	}
 	return s
 }
 
 var errServerClosed = errors.New("agent daemon is shutting down")
+
+// RecoverCommits settles every commit an earlier agent left unfinished in
+// the state dir (WithStateDir): call it at start, before serving.
+func (s *Server) RecoverCommits() error {
+	if s.journal == nil || s.journal.broken != nil {
+		return nil
+	}
+	return s.journal.recover("")
+}
+
+// settle settles the unfinished commits on root before a file operation
+// on it; a workspace whose commit cannot be settled is not served, so no
+// one reads or writes a tree that is neither the old nor the new.
+func (s *Server) settle(root string) error {
+	if s.journal == nil || s.journal.broken != nil {
+		return nil
+	}
+	real, err := resolveRoot(root)
+	if err != nil {
+		return nil // the operation itself says what is wrong with root
+	}
+	if err := s.journal.recover(real); err != nil {
+		return errdefs.Unavailable("an interrupted write in %s could not be settled (%v); check the workspace's file system and retry", root, err)
+	}
+	return nil
+}
+
+func (s *Server) commitEnv() commitEnv {
+	return commitEnv{journal: s.journal, hook: s.opts.commitHook, limits: s.opts.limits}
+}
 
 // Serve accepts connections on l and serves each with ServeConn until ctx
 // ends, l fails, or the Server is closed.
@@ -302,28 +373,43 @@ func (s *Server) dispatch(ctx context.Context, st *yamux.Stream, req *proto.Requ
 		if req.ReadFile == nil {
 			return nil, nil, missing()
 		}
-		r, err := readFile(req.ReadFile)
+		if err := s.settle(req.ReadFile.Root); err != nil {
+			return nil, nil, err
+		}
+		r, err := readFile(req.ReadFile, s.opts.limits)
 		return &proto.Response{ReadFile: r}, nil, err
 	case proto.OpReadFiles:
 		if req.ReadFiles == nil {
 			return nil, nil, missing()
 		}
-		r, err := readFiles(req.ReadFiles)
+		if err := s.settle(req.ReadFiles.Root); err != nil {
+			return nil, nil, err
+		}
+		r, err := readFiles(req.ReadFiles, s.opts.limits)
 		return &proto.Response{ReadFiles: r}, nil, err
 	case proto.OpWriteFiles:
 		if req.WriteFiles == nil {
 			return nil, nil, missing()
 		}
-		return &proto.Response{}, nil, writeFiles(req.WriteFiles, s.opts.commitHook)
+		if err := s.settle(req.WriteFiles.Root); err != nil {
+			return nil, nil, err
+		}
+		return &proto.Response{}, nil, writeFiles(req.WriteFiles, s.commitEnv())
 	case proto.OpStat:
 		if req.Stat == nil {
 			return nil, nil, missing()
+		}
+		if err := s.settle(req.Stat.Root); err != nil {
+			return nil, nil, err
 		}
 		r, err := stat(req.Stat)
 		return &proto.Response{Stat: r}, nil, err
 	case proto.OpWalk:
 		if req.Walk == nil {
 			return nil, nil, missing()
+		}
+		if err := s.settle(req.Walk.Root); err != nil {
+			return nil, nil, err
 		}
 		r, err := walk(req.Walk)
 		return &proto.Response{Walk: r}, nil, err
@@ -409,9 +495,10 @@ func (s *Server) Close() error {
 		for sess := range s.sessions {
 			sess.Close()
 		}
-		for pgid := range s.execs {
-			killGroup(pgid)
+		for pid, e := range s.execs {
+			e.kill(pid)
 		}
+		close(s.guardDone)
 		s.mu.Unlock()
 		s.closeErr = errors.Join(s.procs.killAll(5*time.Second), s.waitExecs(5*time.Second))
 		s.reaper.stop()

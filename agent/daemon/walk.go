@@ -34,7 +34,6 @@ func walk(r *proto.WalkRequest) (*proto.WalkResponse, error) {
 		return nil, fsError(err, r.Root)
 	}
 	defer root.Close()
-	fsys := root.FS()
 	// rootRel is the walked directory relative to the root, so .gitignore
 	// files between the root and it apply as well.
 	rootRel, _ := filepath.Rel(c.root, c.abs)
@@ -43,7 +42,7 @@ func walk(r *proto.WalkRequest) (*proto.WalkResponse, error) {
 	if rootRel == "." {
 		rootRel = ""
 	}
-	fi, err := fs.Stat(fsys, start)
+	fi, err := root.Stat(start)
 	if err != nil {
 		return nil, fsError(err, r.Path)
 	}
@@ -60,16 +59,16 @@ func walk(r *proto.WalkRequest) (*proto.WalkResponse, error) {
 	}
 	var stack ignoreStack
 	if r.Gitignore {
-		stack = parentIgnores(fsys, rootRel)
+		stack = parentIgnores(root, rootRel)
 	}
 	out := &proto.WalkResponse{Base: c.abs, Files: []proto.FileInfo{}}
 	dir, err := root.Open(start)
 	if err != nil {
 		return nil, fsError(err, r.Path)
 	}
-	w := &walker{root: c.root, fsys: fsys, req: r, skip: skip, max: max, rootRel: rootRel, out: out}
+	w := &walker{root: c.root, ws: root, req: r, skip: skip, max: max, rootRel: rootRel, out: out}
 	if r.Gitignore {
-		stack = loadIgnore(stack, fsys, start, rootRel)
+		stack = loadIgnore(stack, root, start, rootRel)
 	}
 	w.dir(dir, start, "", stack)
 	return out, nil
@@ -80,8 +79,8 @@ func walk(r *proto.WalkRequest) (*proto.WalkResponse, error) {
 // to it (fstatat, openat without following a symlink), so the walk costs
 // one call per entry and never leaves the directory it checked.
 type walker struct {
-	root    string // the workspace, resolved
-	fsys    fs.FS  // the workspace's os.Root, for .gitignore files
+	root    string   // the workspace, resolved
+	ws      *os.Root // the workspace, for .gitignore files
 	req     *proto.WalkRequest
 	skip    []string
 	max     int
@@ -124,6 +123,9 @@ func (w *walker) dir(d *os.File, p, rel string, stack ignoreStack) {
 			return
 		}
 		name := e.Name()
+		if commitTemp(name) {
+			continue // a commit's hidden file, never part of the listing
+		}
 		erel, ep := join(rel, name), path.Join(p, name)
 		if e.IsDir() {
 			if slices.Contains(w.skip, name) {
@@ -140,7 +142,7 @@ func (w *walker) dir(d *os.File, p, rel string, stack ignoreStack) {
 				continue
 			}
 			if w.req.Gitignore {
-				sub = loadIgnore(stack, w.fsys, ep, join(w.rootRel, erel))
+				sub = loadIgnore(stack, w.ws, ep, join(w.rootRel, erel))
 			}
 			w.dir(os.NewFile(uintptr(nfd), ep), ep, erel, sub)
 			continue
@@ -181,7 +183,7 @@ func (w *walker) dir(d *os.File, p, rel string, stack ignoreStack) {
 
 // parentIgnores loads the .gitignore files from the root down to (not
 // including) rel.
-func parentIgnores(fsys fs.FS, rel string) ignoreStack {
+func parentIgnores(root *os.Root, rel string) ignoreStack {
 	var stack ignoreStack
 	if rel == "" {
 		return stack
@@ -193,19 +195,23 @@ func parentIgnores(fsys fs.FS, rel string) ignoreStack {
 		if dir == "" {
 			dir = "."
 		}
-		stack = loadIgnore(stack, fsys, dir, base)
+		stack = loadIgnore(stack, root, dir, base)
 	}
 	return stack
 }
 
-// loadIgnore adds dir's .gitignore (dir in fsys; base is its path for the
-// rules) to stack.
-func loadIgnore(stack ignoreStack, fsys fs.FS, dir, base string) ignoreStack {
-	f, err := fsys.Open(path.Join(dir, ".gitignore"))
+// loadIgnore adds dir's .gitignore (dir in root; base is its path for the
+// rules) to stack. It is opened without blocking and read only when it is a
+// regular file, so a FIFO named .gitignore cannot stall the walk.
+func loadIgnore(stack ignoreStack, root *os.Root, dir, base string) ignoreStack {
+	f, err := root.OpenFile(path.Join(dir, ".gitignore"), os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return stack
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return stack
+	}
 	if ig := parseGitignore(base, f); len(ig.rules) > 0 {
 		return append(stack, ig)
 	}

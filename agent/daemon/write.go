@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -17,29 +18,39 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
+// commitEnv is what a write_files batch needs from its Server.
+type commitEnv struct {
+	// journal makes the batch crash-atomic; nil commits without one (an
+	// embedded daemon without a state dir, and the benchmark's baseline).
+	journal *journal
+	// hook runs before entry i is put in place; test-only fault injection.
+	hook func(int) error
+	// limits apply to the expectation hashing's reads.
+	limits readLimits
+}
+
 // writePlan is one entry of a write_files batch on its way to disk.
 type writePlan struct {
 	req    *proto.WriteFile
 	root   string // the resolved root
 	target string // resolved path
 	// dir is the target's directory, opened beneath the root without
-	// following symlinks once it exists; every change to the target is made
-	// relative to it, so a directory swapped for a symlink after the check
-	// cannot redirect the write.
-	dir      *os.File
-	existed  bool
-	tmp      string // staged new content
-	backup   string // the old file, kept until the batch commits
-	moved    bool   // backup was made by moving the target aside, not linking
-	renamed  bool   // the new content (or the deletion) is in place
-	madeDirs []string
+	// following symlinks; every change to the target is made relative to
+	// it, so a directory swapped for a symlink after the check cannot
+	// redirect the write.
+	dir     *os.File
+	existed bool
+	entry   journalEntry
+	staged  *os.File // the staged file, open until the barrier
 }
 
-// writeFiles applies a batch all or nothing: check every expectation, stage
-// every new content beside its target (fsynced), then rename them into place
-// one by one, keeping each old file as a hard-linked backup; a failure puts
-// back everything already renamed and removes what was staged.
-func writeFiles(r *proto.WriteFilesRequest, hook func(int) error) (err error) {
+// writeFiles applies a batch all or nothing: check every expectation, write
+// the plan to the journal, stage every new content beside its target
+// (fsynced), mark the journal committed, then put the entries in place one
+// by one. A failure puts back everything already changed; a crash at any
+// point is settled from the journal (see journal.go) when the agent starts
+// or before the next operation on the workspace.
+func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 	if len(r.Files) == 0 {
 		return errdefs.InvalidArgument("write_files has no files; list at least one")
 	}
@@ -58,22 +69,43 @@ func writeFiles(r *proto.WriteFilesRequest, hook func(int) error) (err error) {
 		if c.abs == realRoot {
 			return errdefs.InvalidArgument("path %q is the workspace itself; name a file inside it", f.Path)
 		}
+		if commitTemp(filepath.Base(c.abs)) {
+			return errdefs.InvalidArgument("path %q has the name of a file the agent keeps while it commits a write; choose another name", f.Path)
+		}
 		if prev, dup := seen[c.abs]; dup {
 			return errdefs.InvalidArgument("paths %q and %q name the same file; list each file once", prev, f.Path)
 		}
 		seen[c.abs] = f.Path
 		p := &writePlan{req: f, root: realRoot, target: c.abs}
 		plans[i] = p
-		if err := checkExpectations(p); err != nil {
+		if err := checkExpectations(p, env.limits); err != nil {
+			return err
+		}
+		if err := planDirs(p); err != nil {
 			return err
 		}
 	}
+	entries := make([]journalEntry, len(plans))
+	for i, p := range plans {
+		entries[i] = p.entry
+	}
+	var jf *journalFile
+	if env.journal != nil {
+		if jf, err = env.journal.begin(realRoot, entries); err != nil {
+			return errdefs.Unavailable("the write was not made: %v; check the agent's state dir and retry", err)
+		}
+		commitPoint(realRoot, "planned")
+	}
+	committed := false
 	defer func() {
 		if err != nil {
-			rollback(plans)
+			err = abandon(plans, jf, committed, err)
 		}
 		for _, p := range plans {
-			if p != nil && p.dir != nil {
+			if p.staged != nil {
+				p.staged.Close()
+			}
+			if p.dir != nil {
 				p.dir.Close()
 			}
 		}
@@ -83,26 +115,96 @@ func writeFiles(r *proto.WriteFilesRequest, hook func(int) error) (err error) {
 			return err
 		}
 	}
+	if err := barrier(plans, jf); err != nil {
+		return errdefs.Internal("cannot fsync the staged files: %v", err)
+	}
+	if jf != nil {
+		commitPoint(realRoot, "staged")
+		staged := make([]uint64, len(plans))
+		for i, p := range plans {
+			staged[i] = p.entry.staged
+		}
+		// From here the commit line may be on disk, even if its write
+		// fails: an undo must then record its abort first.
+		committed = true
+		if err := jf.mark(journalMark{Commit: true, Staged: staged}); err != nil {
+			return errdefs.Internal("cannot record the commit in the journal %s: %v", jf.path, err)
+		}
+		commitPoint(realRoot, "committed")
+	}
 	for i, p := range plans {
-		if hook != nil {
-			if err := hook(i); err != nil {
+		if env.hook != nil {
+			if err := env.hook(i); err != nil {
 				return err
 			}
 		}
-		if err := commit(p); err != nil {
-			return err
+		if err := applyEntry(int(p.dir.Fd()), &p.entry); err != nil {
+			return fsError(err, p.req.Path)
 		}
+		commitPoint(realRoot, "applied:"+strconv.Itoa(i))
 	}
+	dirs, _, _ := planDirFiles(plans, false)
+	_ = syncDirs(dirs)
+	commitPoint(realRoot, "synced")
 	for _, p := range plans {
-		if p.backup != "" {
-			_ = unix.Unlinkat(int(p.dir.Fd()), filepath.Base(p.backup), 0)
+		tidyEntry(int(p.dir.Fd()), &p.entry)
+	}
+	if jf != nil {
+		// The hidden files' removal need not be durable: one that comes
+		// back after a power loss is never listed or read.
+		commitPoint(realRoot, "cleaned")
+		if err := jf.finish(); err != nil {
+			// The batch is in place; a journal that could not be removed
+			// is settled (forward, a no-op) on the next operation.
+			return nil
 		}
-		_ = p.dir.Sync()
+		commitPoint(realRoot, "done")
 	}
 	return nil
 }
 
-func checkExpectations(p *writePlan) error {
+// abandon undoes a failed batch and returns the error to report. After the
+// commit line, an abort line goes first, so that a crash during the undo
+// is settled backwards too; if even that cannot be written, the batch is
+// left to recovery, which completes it.
+func abandon(plans []*writePlan, jf *journalFile, committed bool, cause error) error {
+	if jf != nil && committed {
+		if err := jf.mark(journalMark{Abort: true}); err != nil {
+			jf.f.Close() // unlocked: the next operation on the workspace settles it forward
+			return errdefs.Internal("%v; the batch could not be undone (%v) and will be completed when the workspace is next used", cause, err)
+		}
+	}
+	var first error
+	for i := len(plans) - 1; i >= 0; i-- {
+		p := plans[i]
+		if p == nil || p.dir == nil {
+			continue
+		}
+		if err := undoEntry(int(p.dir.Fd()), &p.entry); err != nil && first == nil {
+			first = err
+		}
+		tidyEntry(int(p.dir.Fd()), &p.entry)
+	}
+	entries := make([]journalEntry, 0, len(plans))
+	for _, p := range plans {
+		if p != nil {
+			entries = append(entries, p.entry)
+		}
+	}
+	if len(plans) > 0 && plans[0] != nil {
+		removeMadeDirs(plans[0].root, entries)
+	}
+	if jf != nil {
+		if first != nil {
+			jf.f.Close() // left for recovery to undo the rest
+		} else {
+			_ = jf.finish()
+		}
+	}
+	return cause
+}
+
+func checkExpectations(p *writePlan, lim readLimits) error {
 	f := p.req
 	fi, err := os.Lstat(p.target)
 	switch {
@@ -110,6 +212,9 @@ func checkExpectations(p *writePlan) error {
 		p.existed = true
 		if fi.IsDir() {
 			return errdefs.InvalidArgument("%s is a directory; write_files only writes or deletes files", f.Path)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			p.entry.OldIno = st.Ino
 		}
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 	default:
@@ -125,7 +230,7 @@ func checkExpectations(p *writePlan) error {
 		if !p.existed {
 			return errdefs.FailedPrecondition("%s no longer exists but was expected to have sha256 %s; read it again", f.Path, f.ExpectSHA256)
 		}
-		sum, err := fileSHA256(p.root, p.target, f.Path)
+		sum, err := fileSHA256(p.root, p.target, f.Path, lim)
 		if err != nil {
 			return fsError(err, f.Path)
 		}
@@ -136,8 +241,13 @@ func checkExpectations(p *writePlan) error {
 	return nil
 }
 
-func fileSHA256(root, abs, name string) (string, error) {
-	f, err := openBeneath(root, abs, name, os.O_RDONLY, 0)
+func fileSHA256(root, abs, name string, lim readLimits) (string, error) {
+	r, err := openRoot(root)
+	if err != nil {
+		return "", err
+	}
+	defer r.close()
+	f, _, err := r.openRegular(abs, name, lim)
 	if err != nil {
 		return "", err
 	}
@@ -149,28 +259,53 @@ func fileSHA256(root, abs, name string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// stage opens the target's directory (creating it with mkdir_all) and
-// writes the new content to a temporary file in it.
+// planDirs checks the target's directory and fills in the entry the
+// journal records: where it is, its hidden names and the directories the
+// batch will make for it.
+func planDirs(p *writePlan) error {
+	f := p.req
+	dir := filepath.Dir(p.target)
+	rel, _ := filepath.Rel(p.root, dir)
+	id := randomID()
+	p.entry = journalEntry{
+		Dir: rel, Name: filepath.Base(p.target), Stage: stagePrefix + id, Backup: backupPrefix + id,
+		Delete: f.Delete, OldIno: p.entry.OldIno, display: f.Path,
+	}
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return errdefs.InvalidArgument("the parent of %s is a file, not a directory; fix the path", f.Path)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return errdefs.InvalidArgument("the parent of %s is not a directory (%v); fix the path", f.Path, err)
+	}
+	if f.Delete {
+		return errdefs.NotFound("%s cannot be deleted: its directory does not exist", f.Path)
+	}
+	if !f.MkdirAll {
+		return errdefs.NotFound("the directory for %s does not exist; set mkdir_all to create it", f.Path)
+	}
+	for d := dir; d != p.root && d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		r, _ := filepath.Rel(p.root, d)
+		p.entry.MkDirs = append([]string{r}, p.entry.MkDirs...)
+	}
+	return nil
+}
+
+// stage opens the target's directory (making what planDirs found missing)
+// and writes the new content, fsynced, under the entry's stage name.
 func stage(p *writePlan) error {
 	f := p.req
 	dir := filepath.Dir(p.target)
-	if fi, err := os.Stat(dir); err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			return errdefs.InvalidArgument("the parent of %s is not a directory (%v); fix the path", f.Path, err)
-		}
-		if f.Delete {
-			return errdefs.NotFound("%s cannot be deleted: its directory does not exist", f.Path)
-		}
-		if !f.MkdirAll {
-			return errdefs.NotFound("the directory for %s does not exist; set mkdir_all to create it", f.Path)
-		}
-		made, err := mkdirAll(p.root, dir, f.Path)
-		p.madeDirs = made
-		if err != nil {
+	if len(p.entry.MkDirs) > 0 {
+		if _, err := mkdirAll(p.root, dir, f.Path); err != nil {
 			return errdefs.InvalidArgument("cannot create the directory for %s (%v); fix the path", f.Path, err)
 		}
-	} else if !fi.IsDir() {
-		return errdefs.InvalidArgument("the parent of %s is a file, not a directory; fix the path", f.Path)
 	}
 	d, err := openBeneath(p.root, dir, f.Path, os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
@@ -180,40 +315,103 @@ func stage(p *writePlan) error {
 	if f.Delete {
 		return nil
 	}
-	base := filepath.Base(p.target)
 	mode := fs.FileMode(f.Mode).Perm()
 	if f.Mode == 0 {
 		mode = 0o644
 		var st unix.Stat_t
-		if p.existed && unix.Fstatat(int(d.Fd()), base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		if p.existed && unix.Fstatat(int(d.Fd()), p.entry.Name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 			mode = fs.FileMode(st.Mode).Perm()
 		}
 	}
-	name := "." + base + ".sbx-" + randomID()
+	name := p.entry.Stage
 	tmp, err := openatBeneath(int(d.Fd()), name, filepath.Join(dir, name), f.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return fsError(err, f.Path)
 	}
-	p.tmp = tmp.Name()
 	_, werr := tmp.Write(f.Data)
 	if werr == nil {
 		werr = tmp.Chmod(mode)
 	}
 	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
+		var st unix.Stat_t
+		if werr = unix.Fstat(int(tmp.Fd()), &st); werr == nil {
+			p.entry.staged = st.Ino
+		}
 	}
 	if werr != nil {
+		tmp.Close()
 		return fsError(werr, f.Path)
 	}
+	p.staged = tmp
 	return nil
 }
 
+// barrier fsyncs what must be durable before a batch may commit: every
+// staged file and, with a journal, the directories holding them, the
+// parents of the directories made, and the journal's own directory (its
+// new entry). The staged files are closed after.
+func barrier(plans []*writePlan, jf *journalFile) error {
+	var files, opened []*os.File
+	defer func() {
+		for _, f := range opened {
+			f.Close()
+		}
+		for _, p := range plans {
+			p.staged = nil
+		}
+	}()
+	for _, p := range plans {
+		if p.staged != nil {
+			files = append(files, p.staged)
+			opened = append(opened, p.staged)
+		}
+	}
+	if jf != nil {
+		dirs, extra, err := planDirFiles(plans, true)
+		opened = append(opened, extra...)
+		if err != nil {
+			return err
+		}
+		jd, err := os.Open(jf.j.dir)
+		if err != nil {
+			return err
+		}
+		opened = append(opened, jd)
+		files = append(append(files, dirs...), jd)
+	}
+	return syncFiles(files)
+}
+
+// planDirFiles lists the directories a batch changes: the targets' and,
+// with made, the first existing ancestor of the directories it made (a
+// made directory's entry lives in its parent, itself made or that
+// ancestor). extra are the ones opened here, for the caller to close.
+func planDirFiles(plans []*writePlan, made bool) (dirs, extra []*os.File, err error) {
+	for _, p := range plans {
+		if p != nil && p.dir != nil {
+			dirs = append(dirs, p.dir)
+		}
+	}
+	if !made {
+		return dirs, nil, nil
+	}
+	for _, p := range plans {
+		if p == nil || len(p.entry.MkDirs) == 0 {
+			continue
+		}
+		top := filepath.Join(p.root, filepath.Dir(p.entry.MkDirs[0]))
+		d, err := openBeneath(p.root, top, p.req.Path, os.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return dirs, extra, err
+		}
+		extra = append(extra, d)
+		dirs = append(dirs, d)
+	}
+	return dirs, extra, nil
+}
+
 // mkdirAll creates dir and its missing parents inside root, each made in
-// its parent opened beneath root, and returns those it made (deepest last)
-// so a rollback can remove them.
+// its parent opened beneath root, and returns those it made (deepest last).
 func mkdirAll(root, dir, name string) ([]string, error) {
 	var missing []string
 	base := dir
@@ -243,64 +441,4 @@ func mkdirAll(root, dir, name string) ([]string, error) {
 		parent = next
 	}
 	return made, nil
-}
-
-// commit puts one staged entry in place, keeping the old file as a backup;
-// every step is relative to the plan's directory.
-func commit(p *writePlan) error {
-	dfd := int(p.dir.Fd())
-	base := filepath.Base(p.target)
-	if p.existed {
-		backup := base + ".sbx-backup-" + randomID()
-		p.backup = filepath.Join(filepath.Dir(p.target), backup)
-		if err := unix.Linkat(dfd, base, dfd, backup, 0); err != nil {
-			// No hard links here: move the old file aside instead.
-			if err := unix.Renameat(dfd, base, dfd, backup); err != nil {
-				p.backup = ""
-				return fsError(&fs.PathError{Op: "rename", Path: p.target, Err: err}, p.req.Path)
-			}
-			p.moved = true
-		}
-	}
-	if p.req.Delete {
-		if err := unix.Unlinkat(dfd, base, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fsError(&fs.PathError{Op: "remove", Path: p.target, Err: err}, p.req.Path)
-		}
-		p.renamed = true
-		return nil
-	}
-	if err := unix.Renameat(dfd, filepath.Base(p.tmp), dfd, base); err != nil {
-		return fsError(&fs.PathError{Op: "rename", Path: p.target, Err: err}, p.req.Path)
-	}
-	p.tmp = ""
-	p.renamed = true
-	return nil
-}
-
-// rollback restores every target to what it was before the batch.
-func rollback(plans []*writePlan) {
-	for i := len(plans) - 1; i >= 0; i-- {
-		p := plans[i]
-		if p == nil {
-			continue
-		}
-		if p.dir != nil {
-			dfd := int(p.dir.Fd())
-			base, backup := filepath.Base(p.target), filepath.Base(p.backup)
-			switch {
-			case p.backup != "" && (p.renamed || p.moved):
-				_ = unix.Renameat(dfd, backup, dfd, base)
-			case p.backup != "":
-				_ = unix.Unlinkat(dfd, backup, 0) // a link to the untouched target
-			case p.renamed && !p.existed:
-				_ = unix.Unlinkat(dfd, base, 0)
-			}
-			if p.tmp != "" {
-				_ = unix.Unlinkat(dfd, filepath.Base(p.tmp), 0)
-			}
-		}
-		for j := len(p.madeDirs) - 1; j >= 0; j-- {
-			os.Remove(p.madeDirs[j]) // only succeeds while empty
-		}
-	}
 }

@@ -58,7 +58,7 @@ func TestWriteFilesRollbackMidway(t *testing.T) {
 		}
 		return nil
 	}
-	err := writeFiles(req, hook)
+	err := writeFiles(req, commitEnv{hook: hook})
 	if err == nil {
 		t.Fatal("writeFiles succeeded despite the injected failure")
 	}
@@ -76,7 +76,7 @@ func TestWriteFilesParentIsFileLeavesAllAsBefore(t *testing.T) {
 		{Path: "fresh.txt", Data: []byte("fresh")},
 		{Path: "plainfile/child.txt", Data: []byte("x"), MkdirAll: true},
 	}}
-	err := writeFiles(req, nil)
+	err := writeFiles(req, commitEnv{})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Fatalf("err = %v, want invalid_argument", err)
 	}
@@ -94,7 +94,7 @@ func TestWriteFilesCommits(t *testing.T) {
 		{Path: "gone.txt", Delete: true},
 		{Path: "x/y/z.sh", Data: []byte("#!/bin/sh\n"), Mode: 0o755, MkdirAll: true, ExpectAbsent: true},
 	}}
-	if err := writeFiles(req, nil); err != nil {
+	if err := writeFiles(req, commitEnv{}); err != nil {
 		t.Fatal(err)
 	}
 	got := snapshotTree(t, root)
@@ -130,7 +130,7 @@ func TestWriteFilesExpectations(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := writeFiles(&proto.WriteFilesRequest{Root: root, Files: tc.files}, nil)
+			err := writeFiles(&proto.WriteFilesRequest{Root: root, Files: tc.files}, commitEnv{})
 			if !errors.Is(err, tc.class) {
 				t.Fatalf("err = %v (%s), want %v", err, errdefs.Code(err), tc.class)
 			}

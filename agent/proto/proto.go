@@ -207,8 +207,12 @@ type WalkResponse struct {
 }
 
 // ExecRequest runs a command to completion and returns its capped output.
-// The command runs in its own process group, which is killed whole on
-// timeout or when the request's stream closes.
+// The command runs in its own process group. A sandbox's agent supervises
+// every process the command starts, however it detaches (background jobs,
+// setsid, daemons): all of them are killed at the timeout or when the
+// request's stream closes, and those still running when the command exits
+// are killed at the timeout. An agent that does not supervise kills the
+// command's process group only.
 type ExecRequest struct {
 	Argv     []string          `json:"argv"`
 	Dir      string            `json:"dir,omitempty"`
@@ -229,6 +233,23 @@ type ExecResponse struct {
 	StdoutOmitted int64         `json:"stdout_omitted,omitempty"`
 	StderrOmitted int64         `json:"stderr_omitted,omitempty"`
 	Duration      time.Duration `json:"duration"`
+
+	// Killed counts the processes killed at the timeout, when the stream
+	// closed, or for the sandbox's pid reserve, the command's own included.
+	Killed int `json:"killed,omitempty"`
+	// OutOfPids says the command's processes were killed because the
+	// sandbox was running out of processes: PidsInUse of PidsLimit were in
+	// use, and the agent keeps PidsReserve free for itself.
+	OutOfPids   bool  `json:"out_of_pids,omitempty"`
+	PidsInUse   int64 `json:"pids_in_use,omitempty"`
+	PidsLimit   int64 `json:"pids_limit,omitempty"`
+	PidsReserve int64 `json:"pids_reserve,omitempty"`
+	// Left counts the processes the command left running when it exited
+	// (background jobs, daemons); LeftPIDs names up to 16 of them. They are
+	// killed at LeftUntil, the request's timeout after it began.
+	Left      int       `json:"left,omitempty"`
+	LeftPIDs  []int     `json:"left_pids,omitempty"`
+	LeftUntil time.Time `json:"left_until,omitzero"`
 }
 
 // SpawnRequest starts a long-lived process owned by the daemon. Its output is

@@ -87,6 +87,14 @@ func (c *Client) CreateRun(ctx context.Context, req api.CreateRunRequest) (api.R
 	return out, err
 }
 
+// GetRun returns the run with the tools it sees now and, in Unavailable,
+// those it does not and why.
+func (c *Client) GetRun(ctx context.Context, runID string) (api.Run, error) {
+	var out api.Run
+	err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(runID), nil, http.StatusOK, &out)
+	return out, err
+}
+
 // Tools lists the tools the run may call.
 func (c *Client) Tools(ctx context.Context, runID string) ([]api.ToolSpec, error) {
 	var out []api.ToolSpec

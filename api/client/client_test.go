@@ -164,3 +164,27 @@ func TestErrors(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
+
+// GetRun reads back what CreateRun answered; a plan run says its surface
+// is why the write tool is absent.
+func TestGetRun(t *testing.T) {
+	ctx := context.Background()
+	c, other, _ := setup(t)
+	run, err := c.CreateRun(ctx, api.CreateRunRequest{Conversation: "c1", Surface: "plan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetRun(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != run.ID || len(got.Tools) != 1 || got.Tools[0].Name != "echo_read" {
+		t.Fatalf("GetRun: %+v", got)
+	}
+	if len(got.Unavailable) != 1 || got.Unavailable[0].Tools[0] != "echo_write" || !strings.Contains(got.Unavailable[0].Reason, `surface "plan"`) {
+		t.Fatalf("unavailable: %+v", got.Unavailable)
+	}
+	if _, err := other.GetRun(ctx, run.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("other tenant: %v", err)
+	}
+}

@@ -20,15 +20,15 @@ const startTimeout = 10 * time.Second
 // daemon when none listens. stdout carries only the protocol; every
 // message goes to stderr.
 func runAttach(args []string) int {
-	sock, rest, err := socketFlags("attach", args)
+	flags, rest, err := socketFlags("attach", args)
 	if err == nil && len(rest) > 0 {
-		err = fmt.Errorf("attach takes no arguments besides --socket (got %q)", rest)
+		err = fmt.Errorf("attach takes no arguments besides its flags (got %q)", rest)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-agent:", err)
 		return 2
 	}
-	conn, err := connectOrStart(sock)
+	conn, err := connectOrStart(flags)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-agent attach:", err)
 		return 1
@@ -39,7 +39,7 @@ func runAttach(args []string) int {
 		}
 		// Nothing was handed over: copy the bytes on a new connection.
 		conn.Close()
-		if conn, err = connectOrStart(sock); err != nil {
+		if conn, err = connectOrStart(flags); err != nil {
 			fmt.Fprintln(os.Stderr, "sandbox-agent attach:", err)
 			return 1
 		}
@@ -64,7 +64,8 @@ func handoff(c *net.UnixConn) error {
 // connectOrStart connects to a daemon of our protocol version, starting
 // one (detached) when none runs. The start is serialized by a lock so that
 // concurrent attaches start one daemon.
-func connectOrStart(sock string) (*daemonConn, error) {
+func connectOrStart(flags agentFlags) (*daemonConn, error) {
+	sock := flags.socket
 	if c, err := dialChecked(sock); err == nil {
 		return c, nil
 	} else if !errors.Is(err, errNoDaemon) {
@@ -84,7 +85,7 @@ func connectOrStart(sock string) (*daemonConn, error) {
 	} else if !errors.Is(err, errNoDaemon) {
 		return nil, err
 	}
-	exited, logPath, err := startDaemon(sock)
+	exited, logPath, err := startDaemon(flags)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +126,8 @@ func dial(sock string) (*net.UnixConn, error) {
 // startDaemon starts `sandbox-agent daemon` in its own session with its
 // output in a log beside the socket, so it outlives this attach and the
 // exec that ran it. The channel reports if it exits while we still run.
-func startDaemon(sock string) (<-chan error, string, error) {
+func startDaemon(flags agentFlags) (<-chan error, string, error) {
+	sock := flags.socket
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, "", fmt.Errorf("cannot find the sandbox-agent binary to start the daemon: %w", err)
@@ -136,7 +138,7 @@ func startDaemon(sock string) (<-chan error, string, error) {
 		return nil, "", fmt.Errorf("cannot open the daemon log %s: %w", logPath, err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(exe, "daemon", "--socket", sock)
+	cmd := exec.Command(exe, append([]string{"daemon"}, flags.daemonArgs()...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf // stdin: /dev/null
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -15,20 +15,20 @@ import (
 )
 
 func runDaemon(args []string) int {
-	sock, rest, err := socketFlags("daemon", args)
+	flags, rest, err := socketFlags("daemon", args)
 	if err == nil && len(rest) > 0 {
-		err = fmt.Errorf("daemon takes no arguments besides --socket (got %q)", rest)
+		err = fmt.Errorf("daemon takes no arguments besides its flags (got %q)", rest)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-agent:", err)
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	srv := daemon.New(daemon.WithSubreaper(), daemon.WithLogger(log))
+	srv := daemon.New(append(flags.daemonOptions(), daemon.WithSubreaper(), daemon.WithLogger(log))...)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	if err := serve(ctx, srv, sock, log); err != nil {
+	if err := serve(ctx, srv, flags.socket, log); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-agent:", err)
 		srv.Close()
 		return 1
@@ -44,6 +44,11 @@ func serve(ctx context.Context, srv *daemon.Server, sock string, log *slog.Logge
 		return err
 	}
 	defer unlock()
+	// Holding the daemon lock, no other daemon of this socket commits:
+	// settle what a killed one left before serving anyone.
+	if err := srv.RecoverCommits(); err != nil {
+		log.Error("unfinished commits were left as they are; the next file operation on their workspace retries", "err", err)
+	}
 	log.Info("agent daemon listening", "socket", sock, "pid", os.Getpid())
 	serveErr := srv.Serve(ctx, l)
 	closeErr := srv.Close()

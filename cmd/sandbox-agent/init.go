@@ -15,13 +15,13 @@ import (
 // daemon and, given "-- cmd args...", runs cmd and exits with its status.
 // SIGTERM or SIGINT kills every process group it owns and exits.
 func runInit(args []string) int {
-	sock, cmdArgs, err := socketFlags("init", args)
+	flags, cmdArgs, err := socketFlags("init", args)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-agent:", err)
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	srv := daemon.New(daemon.WithSubreaper(), daemon.WithLogger(log))
+	srv := daemon.New(append(flags.daemonOptions(), daemon.WithSubreaper(), daemon.WithLogger(log))...)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
@@ -38,7 +38,7 @@ func runInit(args []string) int {
 			stop() // the main command ended: so does init
 		}()
 	}
-	if err := serve(ctx, srv, sock, log); err != nil {
+	if err := serve(ctx, srv, flags.socket, log); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-agent init:", err)
 		srv.Close()
 		return 1

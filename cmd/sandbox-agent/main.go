@@ -3,22 +3,25 @@
 // (starting it when none runs); the daemon owns the processes sandboxd
 // spawns, so they outlive any one exec.
 //
-// Subcommands: attach, daemon, dap-bridge, init, install, jail, relay, version. attach, daemon and
+// Subcommands: attach, contain, daemon, dap-bridge, init, install, jail, relay, version. attach, daemon and
 // init take --socket (default $SANDBOXD_AGENT_SOCKET or
-// /tmp/.sandboxd-agent/agent.sock).
+// /tmp/.sandboxd-agent/agent.sock), --state-dir (where the daemon keeps its
+// commit journals; default "journal" beside the socket) and
+// --single-link-files (refuse to read files with more than one hard link).
 package main
 
 import (
 	"fmt"
 	"os"
 
+	"github.com/sandboxd/sandboxd/agent/daemon"
 	"github.com/sandboxd/sandboxd/agent/proto"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-const usage = `usage: sandbox-agent <command> [--socket PATH]
+const usage = `usage: sandbox-agent <command> [--socket PATH] [--state-dir DIR] [--single-link-files]
 
 commands:
   attach    bridge stdin/stdout to the agent daemon, starting it if none runs
@@ -26,6 +29,8 @@ commands:
   dap-bridge  run a debug adapter that listens on a unix socket as if it
             spoke on stdio (--socket PATH [--log FILE] -- ADAPTER ARGS...)
   init      run as a container's PID 1: reaper + daemon (+ "-- cmd args...")
+  contain   (run by the daemon) supervise one exec call: everything it
+            starts is killed at its timeout
   install   copy this binary to DEST; --links-down also takes every network
             interface but loopback down (needs NET_ADMIN)
   jail      run a program confined on the host: its own uid and namespaces,
@@ -50,6 +55,8 @@ func main() {
 		code = runDaemon(args)
 	case "init":
 		code = runInit(args)
+	case daemon.ContainCommand:
+		code = daemon.RunContain(args)
 	case "dap-bridge":
 		code = runDAPBridge(args)
 	case "install":

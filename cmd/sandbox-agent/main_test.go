@@ -149,6 +149,22 @@ func procStat(pid int) (stat, error) {
 	return stat{state: f[0], ppid: ppid}, nil
 }
 
+// waitReaped waits until pid is gone entirely: reaped, not a zombie.
+func waitReaped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := procStat(pid); err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			st, _ := procStat(pid)
+			t.Fatalf("orphan %d not reaped (state %s)", pid, st.state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -232,28 +248,48 @@ func TestDaemonReapsOrphans(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	a := startAttach(t, sock)
 	daemonPid := ownDaemon(t, a.client)
-	r, err := a.client.Exec(ctxT(t), &proto.ExecRequest{Argv: []string{"sh", "-c", "sleep 0.5 >/dev/null 2>&1 & echo $!"}})
+	// An orphan of a spawned process goes to the daemon.
+	sp, err := a.client.Spawn(ctxT(t), &proto.SpawnRequest{Argv: []string{"sh", "-c", "sleep 0.5 >/dev/null 2>&1 & echo $!"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan, err := strconv.Atoi(strings.TrimSpace(string(r.Stdout)))
+	out, err := a.client.Attach(ctxT(t), sp.ID, "stdout")
 	if err != nil {
-		t.Fatalf("stdout %q", r.Stdout)
+		t.Fatal(err)
+	}
+	line := readLine(t, out)
+	out.Close()
+	orphan, err := strconv.Atoi(line)
+	if err != nil {
+		t.Fatalf("stdout %q", line)
+	}
+	if _, err := a.client.Wait(ctxT(t), &proto.WaitRequest{ID: sp.ID, Timeout: 10 * time.Second}); err != nil {
+		t.Fatal(err)
 	}
 	if st, err := procStat(orphan); err == nil && st.ppid != daemonPid {
 		t.Fatalf("orphan %d was re-parented to %d, not the daemon %d", orphan, st.ppid, daemonPid)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := procStat(orphan); err != nil {
-			break // gone entirely: reaped, not a zombie
-		}
-		if time.Now().After(deadline) {
-			st, _ := procStat(orphan)
-			t.Fatalf("orphan %d not reaped (state %s)", orphan, st.state)
-		}
-		time.Sleep(20 * time.Millisecond)
+	waitReaped(t, orphan)
+
+	// An orphan of an exec goes to the exec's supervisor, the daemon's
+	// child, which reaps it.
+	r, err := a.client.Exec(ctxT(t), &proto.ExecRequest{Argv: []string{"sh", "-c", "sleep 0.5 >/dev/null 2>&1 & echo $!"}})
+	if err != nil {
+		t.Fatal(err)
 	}
+	orphan, err = strconv.Atoi(strings.TrimSpace(string(r.Stdout)))
+	if err != nil {
+		t.Fatalf("stdout %q", r.Stdout)
+	}
+	if st, err := procStat(orphan); err == nil {
+		sup, err := procStat(st.ppid)
+		argv, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.ppid))
+		if err != nil || sup.ppid != daemonPid || !strings.Contains(string(argv), "\x00contain\x00") {
+			t.Fatalf("orphan %d was re-parented to %d (%q, parent %d), not to its supervisor below the daemon %d", orphan, st.ppid, argv, sup.ppid, daemonPid)
+		}
+	}
+	waitReaped(t, orphan)
+
 	// Tracked processes still get their own exit status.
 	p, err := a.client.Spawn(ctxT(t), &proto.SpawnRequest{Argv: []string{"sh", "-c", "exit 7"}})
 	if err != nil {

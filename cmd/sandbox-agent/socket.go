@@ -9,13 +9,36 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/sandboxd/sandboxd/agent/daemon"
 )
 
 const defaultSocket = "/tmp/.sandboxd-agent/agent.sock"
 
-// socketFlags parses --socket and returns the socket path and the leftover
-// arguments.
-func socketFlags(name string, args []string) (string, []string, error) {
+// agentFlags are the flags attach, daemon and init share.
+type agentFlags struct {
+	socket string
+	// stateDir keeps the daemon's commit journals (default: "journal"
+	// beside the socket, on the sandbox's own file system, outside every
+	// workspace).
+	stateDir string
+	// singleLink refuses to read files with more than one hard link (the
+	// host backend sets it: there a link may lead outside the workspace).
+	singleLink bool
+}
+
+// daemonArgs are the flags a daemon started for f is given.
+func (f agentFlags) daemonArgs() []string {
+	args := []string{"--socket", f.socket, "--state-dir", f.stateDir}
+	if f.singleLink {
+		args = append(args, "--single-link-files")
+	}
+	return args
+}
+
+// socketFlags parses --socket, --state-dir and --single-link-files and
+// returns them and the leftover arguments.
+func socketFlags(name string, args []string) (agentFlags, []string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	def := os.Getenv("SANDBOXD_AGENT_SOCKET")
@@ -23,14 +46,32 @@ func socketFlags(name string, args []string) (string, []string, error) {
 		def = defaultSocket
 	}
 	sock := fs.String("socket", def, "the agent daemon's unix socket")
+	state := fs.String("state-dir", "", "where the daemon keeps its commit journals")
+	single := fs.Bool("single-link-files", false, "refuse to read files with more than one hard link")
 	if err := fs.Parse(args); err != nil {
-		return "", nil, fmt.Errorf("%s: %v; usage: sandbox-agent %s [--socket PATH]", name, err, name)
+		return agentFlags{}, nil, fmt.Errorf("%s: %v; usage: sandbox-agent %s [--socket PATH] [--state-dir DIR] [--single-link-files]", name, err, name)
 	}
 	abs, err := filepath.Abs(*sock)
 	if err != nil {
-		return "", nil, err
+		return agentFlags{}, nil, err
 	}
-	return abs, fs.Args(), nil
+	f := agentFlags{socket: abs, stateDir: *state, singleLink: *single}
+	if f.stateDir == "" {
+		f.stateDir = filepath.Join(filepath.Dir(abs), "journal")
+	}
+	if f.stateDir, err = filepath.Abs(f.stateDir); err != nil {
+		return agentFlags{}, nil, err
+	}
+	return f, fs.Args(), nil
+}
+
+// daemonOptions are the Server options f asks for.
+func (f agentFlags) daemonOptions() []daemon.Option {
+	opts := []daemon.Option{daemon.WithStateDir(f.stateDir)}
+	if f.singleLink {
+		opts = append(opts, daemon.WithSingleLinkFiles())
+	}
+	return opts
 }
 
 // ensureDir makes the socket's directory, private to the owner.

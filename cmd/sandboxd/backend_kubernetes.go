@@ -7,12 +7,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/kubernetes"
 )
 
 // newKubernetes opens the kubernetes backend from the config's kubernetes
 // keys: in-cluster when sandboxd runs in a pod, else the kubeconfig.
-func newKubernetes(cfg *config.Config, log *slog.Logger) (*kubernetes.Backend, error) {
+func newKubernetes(cfg *config.Config, dep sandbox.Deployment, log *slog.Logger) (*kubernetes.Backend, error) {
 	k := cfg.Kubernetes
 	if err := k.Validate(); err != nil {
 		return nil, err
@@ -21,6 +22,7 @@ func newKubernetes(cfg *config.Config, log *slog.Logger) (*kubernetes.Backend, e
 	// so its lines are structured like the rest.
 	klog.SetSlogLogger(log.With("component", "client-go"))
 	opts := []kubernetes.Option{
+		kubernetes.WithDeployment(dep),
 		kubernetes.WithKubeconfig(k.Kubeconfig, k.Context),
 		kubernetes.WithDefaultImage(cfg.DefaultImage),
 		kubernetes.WithRuntimeClass(k.RuntimeClassName),

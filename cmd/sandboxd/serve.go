@@ -135,6 +135,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := registerTools(w); err != nil {
 		return err
 	}
+	// Every tool's series exist at zero from the first scrape.
+	m.SetTools(registry.Specs())
 
 	hostPaths := api.HostPaths{Allowed: cfg.AllowedHostPaths}
 	if cfg.Path == "" {
@@ -159,9 +161,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		// No WriteTimeout: a tool call may legitimately run for minutes.
+		// The API paces each body (api.DefaultBodyTimeout plus a second per
+		// 256 KiB); this is the outer bound on reading any request, head and
+		// body, a little past the pace of the largest body allowed. net/http
+		// clears it once the body is read, so it never reaches a handler.
+		ReadTimeout: 20*time.Second + api.BodyAllowance(api.DefaultBodyTimeout,
+			max(cfg.Limits.MaxBodyBytes, cfg.Limits.MaxToolBodyBytes, config.DefaultMaxToolBodyBytes)),
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// No WriteTimeout: a tool call may legitimately run for minutes,
+		// and an SSE stream of a space stays open while a human watches.
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()

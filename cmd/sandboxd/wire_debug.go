@@ -10,6 +10,7 @@ import (
 func wireDebug(w *wiring) error {
 	d := w.cfg.Debug
 	if d.Disabled {
+		w.registry.Omit("debug supervision is off in this sandboxd's config (debug.disabled: true); only an operator can turn it on", "debug")
 		return nil
 	}
 	if err := d.Check(); err != nil {

@@ -16,6 +16,7 @@ import (
 func wireEval(w *wiring) error {
 	ec := w.cfg.Eval
 	if ec.Disabled {
+		w.registry.Omit("eval is off in this sandboxd's config (eval.disabled: true); only an operator can turn it on", "eval")
 		return nil
 	}
 	if err := ec.Validate(); err != nil {

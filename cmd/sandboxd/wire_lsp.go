@@ -18,6 +18,7 @@ func wireLSP(w *wiring) error {
 		return fmt.Errorf("config: %w", err)
 	}
 	if !c.On() {
+		w.registry.Omit("language-server supervision is off in this sandboxd's config (lsp.enabled: false); only an operator can turn it on", "lsp", "lsp_rename")
 		return nil
 	}
 	opts := []lsp.Option{}

@@ -27,6 +27,8 @@ func wireVibe(w *wiring) error {
 		cmds[vibe.TierGood] = g.Command
 	}
 	if len(cmds) == 0 {
+		w.registry.Omit("no worker command is configured in this sandboxd's config (workers:), so no run can start background workers",
+			"vibe_spawn", "vibe_send", "vibe_wait", "vibe_kill", "vibe_list")
 		return nil
 	}
 	hostDir := filepath.Join(w.dataDir, "workers")

@@ -362,6 +362,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"tenant without token", "tenants: [{name: team-a}]", "tenants"},
 		{"bad sandbox namespace", "sandboxes: {namespace: Sand_Boxes}", "namespace"},
 		{"bad duration", "idleTTL: two hours", "idleTTL"},
+		{"bad deployment", "deployment: Prod_EU", "deployment"},
 	} {
 		vals, err := chartutil.ReadValues([]byte(tc.vals))
 		if err != nil {
@@ -371,5 +372,16 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: values %q gave %v, want a schema error naming %s", tc.name, tc.vals, err, tc.want)
 		}
+	}
+}
+
+// Every sandbox of a release carries one deployment name: the value, else
+// the release's name.
+func TestDeploymentName(t *testing.T) {
+	if cfg := parseConfig(t, render(t, nil)); cfg.Deployment != "sd" {
+		t.Errorf("deployment = %q, want the release name sd", cfg.Deployment)
+	}
+	if cfg := parseConfig(t, render(t, map[string]any{"deployment": "prod-eu"})); cfg.Deployment != "prod-eu" {
+		t.Errorf("deployment = %q, want prod-eu as set", cfg.Deployment)
 	}
 }

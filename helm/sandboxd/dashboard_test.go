@@ -2,6 +2,7 @@ package chart
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"slices"
@@ -10,7 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sandboxd/sandboxd/metrics"
 	"github.com/sandboxd/sandboxd/tools"
@@ -23,7 +24,7 @@ var metricName = regexp.MustCompile(`\bsandboxd_[a-zA-Z0-9_:]*`)
 
 // TestDashboardMetricsExist reads every PromQL expression of the Grafana
 // dashboard and checks that each metric it names is one that metrics.New
-// registers (gathered from a fresh registry after one event of each kind).
+// registers, in the first scrape (before any event).
 func TestDashboardMetricsExist(t *testing.T) {
 	data, err := os.ReadFile("dashboards/sandboxd.json")
 	if err != nil {
@@ -85,15 +86,32 @@ func collectExprs(v any, out *[]string) {
 	}
 }
 
-// exportedNames are the series names a scrape of sandboxd shows: histogram
-// families as _bucket, _sum and _count.
+// exportedNames are the series names a first scrape of sandboxd shows:
+// histogram families as _bucket, _sum and _count.
 func exportedNames(t *testing.T) map[string]bool {
+	t.Helper()
+	series, err := ParseScrape(firstScrape(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for n := range series {
+		out[n] = true
+	}
+	return out
+}
+
+// firstScrape is what GET /metrics answers from metrics wired as serve
+// wires them, before any tool call, pipe or run. Only the readiness probe
+// has been answered: HTTP series are born with the first request, and the
+// probe's comes before any scrape.
+func firstScrape(t *testing.T) string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	none := func() map[string]int { return nil }
 	m, err := metrics.New(reg,
-		metrics.WithSandboxCounts("docker", func() map[string]int { return map[string]int{"running": 1} }),
-		metrics.WithRunsActive(func() int { return 1 }),
+		metrics.WithSandboxCounts("docker", none),
+		metrics.WithRunsActive(func() int { return 0 }),
 		metrics.WithKernels([]string{"python"}, none),
 		metrics.WithLSP([]string{"go"}, none, func() map[string]uint64 { return nil }),
 		metrics.WithDebugSessions(func() int { return 0 }),
@@ -102,28 +120,93 @@ func exportedNames(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Vectors show up only once they have a child.
-	m.ObserveToolCall("read_file", tools.LevelRead, "ok", time.Millisecond)
-	m.PipeOpened("docker")
-	m.AgentReconnected("docker")
-	m.RunCreated()
-	m.ObserveHTTP("GET /healthz", "GET", 200, time.Millisecond)
-	fams, err := reg.Gather()
+	m.SetTools([]tools.Spec{{Name: "read", Level: tools.LevelRead}, {Name: "write", Level: tools.LevelWrite}, {Name: "shell", Level: tools.LevelExec}})
+	m.ObserveHTTP("GET /readyz", "GET", 200, time.Millisecond)
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET /metrics = %d: %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+// Every metric, label and label value the alerts and the dashboard select
+// is in the first scrape, so no panel starts at "No data" and no alert
+// waits on a series that never comes (the e2e test checks the same against
+// the real daemon).
+func TestQueriesMatchFirstScrape(t *testing.T) {
+	qs, err := Queries(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
-	for _, f := range fams {
-		n := f.GetName()
-		if f.GetType() == dto.MetricType_HISTOGRAM {
-			for _, s := range []string{"_bucket", "_sum", "_count"} {
-				out[n+s] = true
-			}
+	var alerts int
+	for _, q := range qs {
+		if strings.HasPrefix(q.Where, "alert ") {
+			alerts++
+		}
+	}
+	if alerts < 5 || len(qs)-alerts < 10 {
+		t.Fatalf("found %d alert and %d dashboard queries, want the chart's", alerts, len(qs)-alerts)
+	}
+	problems, err := CheckScrape(qs, firstScrape(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// The tool error alert counts only sandboxd's own failures: a model's
+// missing file (tool_error), bad arguments and a user's denial are not
+// in its numerator.
+func TestToolErrorAlertCountsFailuresOnly(t *testing.T) {
+	qs, err := Queries(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		if q.Where != "alert SandboxdToolErrorRatio" {
 			continue
 		}
-		out[n] = true
+		num, _, ok := strings.Cut(q.Expr, "/")
+		if !ok || !strings.Contains(num, `outcome="failure"`) {
+			t.Errorf("numerator %q, want it to select outcome=\"failure\"", num)
+		}
+		for _, v := range []string{"tool_error", "invalid_arguments", "canceled", "outcome!=", "outcome=~"} {
+			if strings.Contains(num, v) {
+				t.Errorf("numerator %q counts %s", num, v)
+			}
+		}
+		return
 	}
-	return out
+	t.Error("no SandboxdToolErrorRatio alert")
+}
+
+// CheckScrape finds what is missing, so the tests above can fail.
+func TestCheckScrapeFindsGaps(t *testing.T) {
+	scrape := "# TYPE sandboxd_tool_calls_total counter\n" +
+		`sandboxd_tool_calls_total{level="read",outcome="ok",tool="read"} 0` + "\n" +
+		`sandboxd_http_requests_total{code="200",method="GET",route="GET /v1/sandboxes/{id}"} 3` + "\n"
+	qs := []Query{
+		{"a", `sum(rate(sandboxd_tool_calls_total{outcome="failure",namespace="x"}[5m]))`},
+		{"b", `sum by (backend) (sandboxd_agent_reconnects_total)`},
+		{"c", `sum by (state) (rate(sandboxd_tool_calls_total{outcome=~"ok|tool_error"}[1m]))`},
+		{"d", `sum(rate(sandboxd_http_requests_total{code=~"5..",route!="GET /v1/sandboxes/{id}"}[1m]))`},
+	}
+	got, err := CheckScrape(qs, scrape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`a: no series of sandboxd_tool_calls_total has outcome="failure" (it has [ok])`,
+		"b: sandboxd_agent_reconnects_total is not in the scrape",
+		"c: sandboxd_tool_calls_total has no label state to group by",
+		`c: no series of sandboxd_tool_calls_total has outcome="tool_error" (it has [ok])`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("CheckScrape =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
 
 func keys(m map[string]bool) string {
@@ -133,4 +216,26 @@ func keys(m map[string]bool) string {
 	}
 	slices.Sort(ks)
 	return strings.Join(ks, ", ")
+}
+
+func TestParseScrape(t *testing.T) {
+	got, err := ParseScrape("# HELP x y\n" +
+		`sandboxd_http_requests_total{code="200",method="GET",route="GET /v1/sandboxes/{id}"} 3` + "\n" +
+		`sandboxd_build_info{goversion="go1.26",version="a \"b\""} 1` + "\n" +
+		"sandboxd_runs_active 2.5\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got["sandboxd_http_requests_total"]; len(s) != 1 || s[0].Value != 3 || s[0].Labels["route"] != "GET /v1/sandboxes/{id}" {
+		t.Errorf("http sample = %+v", s)
+	}
+	if s := got["sandboxd_build_info"]; len(s) != 1 || s[0].Labels["version"] != `a "b"` {
+		t.Errorf("build_info sample = %+v", s)
+	}
+	if s := got["sandboxd_runs_active"]; len(s) != 1 || s[0].Value != 2.5 || len(s[0].Labels) != 0 {
+		t.Errorf("runs_active sample = %+v", s)
+	}
+	if _, err := ParseScrape(`sandboxd_x{a="b} 1`); err == nil {
+		t.Error("an unclosed quote parsed")
+	}
 }

@@ -1,4 +1,6 @@
 // Package chart holds the tests of the sandboxd Helm chart in this
 // directory: lint, templates rendered with Helm's own engine and checked
 // field by field, the values schema, and the Grafana dashboard's metrics.
+// Queries and CheckScrape read what the alerts and the dashboard select,
+// so that the e2e tests can check it against a real daemon's first scrape.
 package chart

@@ -41,7 +41,11 @@ func (b *Backend) AttachAgent(ctx context.Context, id string) (io.ReadWriteClose
 	if err != nil {
 		return nil, engineErr("find the task of sandbox "+id, err)
 	}
-	if st, err := t.Status(ctx); err != nil || st.Status != containerd.Running {
+	st, err := t.Status(ctx)
+	if err == nil && (st.Status == containerd.Paused || st.Status == containerd.Pausing) {
+		return nil, errdefs.FailedPrecondition("sandbox %s is paused; resume it (ctr -n %s task resume %s%s) and retry", id, b.ns, NamePrefix, id)
+	}
+	if err != nil || st.Status != containerd.Running {
 		return nil, notRunning
 	}
 	spec, err := c.Spec(ctx)

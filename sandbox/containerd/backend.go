@@ -64,11 +64,14 @@ type Backend struct {
 	image       string
 	caps        []string
 	defaults    sandbox.Resources
+	dep         sandbox.Deployment
 }
 
 var (
-	_ sandbox.Backend = (*Backend)(nil)
-	_ sandbox.Pinger  = (*Backend)(nil)
+	_ sandbox.Backend           = (*Backend)(nil)
+	_ sandbox.Pinger            = (*Backend)(nil)
+	_ sandbox.UnlabelledCounter = (*Backend)(nil)
+	_ sandbox.ResumeHinter      = (*Backend)(nil)
 )
 
 // Option configures a Backend.
@@ -107,6 +110,11 @@ func WithExtraCaps(caps ...string) Option {
 // WithDefaultResources replaces docker.DefaultResources.
 func WithDefaultResources(r sandbox.Resources) Option { return func(b *Backend) { b.defaults = r } }
 
+// WithDeployment is the deployment the backend works for (default
+// sandbox.DefaultDeploymentName): it labels every container it makes and
+// sees only that deployment's.
+func WithDeployment(d sandbox.Deployment) Option { return func(b *Backend) { b.dep = d } }
+
 // WithLogger sets the logger (agent stderr goes there).
 func WithLogger(l *slog.Logger) Option { return func(b *Backend) { b.log = l } }
 
@@ -128,6 +136,10 @@ func New(opts ...Option) (*Backend, error) {
 	}
 	for _, opt := range opts {
 		opt(b)
+	}
+	b.dep = b.dep.OrDefault()
+	if err := sandbox.ValidateDeployment(b.dep.Name); err != nil {
+		return nil, err
 	}
 	if b.agentPath == "" {
 		return nil, errdefs.InvalidArgument("the containerd backend needs the sandbox-agent binary; build it with `make build` and pass its path")
@@ -153,6 +165,14 @@ func New(opts ...Option) (*Backend, error) {
 
 // Name is "containerd".
 func (b *Backend) Name() string { return "containerd" }
+
+// Deployment is the deployment the backend works for.
+func (b *Backend) Deployment() sandbox.Deployment { return b.dep }
+
+// ResumeHint is the command that resumes the sandbox's paused task.
+func (b *Backend) ResumeHint(info sandbox.Info) string {
+	return "ctr -n " + b.ns + " task resume " + NamePrefix + info.ID
+}
 
 // Namespace is the containerd namespace the backend works in.
 func (b *Backend) Namespace() string { return b.ns }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd"
 	"github.com/containerd/containerd/images"
 
 	"github.com/sandboxd/sandboxd/agent"
@@ -77,21 +78,42 @@ func ctx(t *testing.T) context.Context {
 func TestSuite(t *testing.T) {
 	needContainerd(t)
 	var b *Backend
-	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend {
-		b = newTestBackend(t)
-		return b
+	dataDir := t.TempDir()
+	sandboxtest.Run(t, func(t *testing.T, d sandbox.Deployment) sandbox.Backend {
+		nb := newTestBackend(t, WithDeployment(d), WithDataDir(dataDir))
+		if b == nil {
+			b = nb
+		}
+		return nb
 	},
 		sandboxtest.WithImage(testImage),
 		sandboxtest.WithIsolation(),
 		sandboxtest.WithCounter(func(ctx context.Context, tenant string) (int, error) {
 			// What `ctr -n sandboxd containers ls` shows, not what the backend believes.
-			cs, err := b.cli.Containers(b.nsCtx(ctx), `labels."`+sandbox.LabelTenant+`"==`+tenant)
+			cs, err := b.cli.Containers(b.nsCtx(ctx), `labels."`+sandbox.LabelTenant+`"==`+tenant+`,labels."`+sandbox.LabelDeployment+`"=="`+b.dep.Name+`"`)
 			return len(cs), err
 		}),
 		sandboxtest.WithStopper(func(ctx context.Context, id string) error {
 			return b.Stop(ctx, id)
 		}),
+		sandboxtest.WithPauser(
+			func(ctx context.Context, id string) error { return taskOf(ctx, b, id, (containerd.Task).Pause) },
+			func(ctx context.Context, id string) error { return taskOf(ctx, b, id, (containerd.Task).Resume) }),
 	)
+}
+
+// taskOf runs do on sandbox id's task, as `ctr task pause|resume` would.
+func taskOf(ctx context.Context, b *Backend, id string, do func(containerd.Task, context.Context) error) error {
+	ctx = b.nsCtx(ctx)
+	c, err := b.cli.LoadContainer(ctx, NamePrefix+id)
+	if err != nil {
+		return err
+	}
+	t, err := c.Task(ctx, nil)
+	if err != nil {
+		return err
+	}
+	return do(t, ctx)
 }
 
 // startManager returns a started Manager over b and a fresh tenant whose

@@ -77,7 +77,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 		containerd.WithSnapshotter(b.snapshotter),
 		containerd.WithNewSnapshot(NamePrefix+id, img),
 		containerd.WithRuntime(b.runtime, nil),
-		containerd.WithContainerLabels(labels(spec)),
+		containerd.WithContainerLabels(labels(spec, b.dep.Name)),
 		containerd.WithNewSpec(b.specOpts(img, ws, spec)...),
 	)
 	if err != nil {
@@ -139,8 +139,9 @@ func normalize(name string) string {
 	return name
 }
 
-func labels(spec sandbox.Spec) map[string]string {
+func labels(spec sandbox.Spec, deployment string) map[string]string {
 	return map[string]string{
+		sandbox.LabelDeployment:   deployment,
 		sandbox.LabelManaged:      "true",
 		sandbox.LabelTenant:       spec.Tenant,
 		sandbox.LabelConversation: spec.Conversation,

@@ -14,11 +14,16 @@ import (
 	"github.com/sandboxd/sandboxd/sandbox/docker"
 )
 
-// List returns every container of the namespace that carries
-// sandbox.LabelManaged.
+// List returns every container of the namespace and the deployment that
+// carries sandbox.LabelManaged. containerd filters by the deployment's
+// label unless unlabelled containers are adopted too.
 func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	ctx = b.nsCtx(ctx)
-	cs, err := b.cli.Containers(ctx, `labels."`+sandbox.LabelManaged+`"==true`)
+	filter := `labels."` + sandbox.LabelManaged + `"==true`
+	if !b.dep.AdoptUnlabelled {
+		filter += `,labels."` + sandbox.LabelDeployment + `"=="` + b.dep.Name + `"`
+	}
+	cs, err := b.cli.Containers(ctx, filter)
 	if err != nil {
 		return nil, engineErr("list containers", err)
 	}
@@ -31,9 +36,29 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !b.dep.Owns(info.Labels) {
+			continue
+		}
 		out = append(out, info)
 	}
 	return out, nil
+}
+
+// Unlabelled counts the namespace's managed containers without a
+// deployment label.
+func (b *Backend) Unlabelled(ctx context.Context) (int, error) {
+	ctx = b.nsCtx(ctx)
+	cs, err := b.cli.Containers(ctx, `labels."`+sandbox.LabelManaged+`"==true`)
+	if err != nil {
+		return 0, engineErr("list containers", err)
+	}
+	n := 0
+	for _, c := range cs {
+		if l, err := c.Labels(ctx); err == nil && l[sandbox.LabelDeployment] == "" {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Inspect returns the sandbox id (sandboxd-<id>, or the container id of a
@@ -47,7 +72,8 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) 
 	return b.info(ctx, c)
 }
 
-// load finds our container for id; anything without our label is NotFound.
+// load finds our container for id; anything without our label or of
+// another deployment is NotFound.
 func (b *Backend) load(ctx context.Context, id string) (containerd.Container, error) {
 	notFound := errdefs.NotFound("sandbox %s does not exist in containerd namespace %s", id, b.ns)
 	if !validID(id) {
@@ -70,7 +96,7 @@ func (b *Backend) load(ctx context.Context, id string) (containerd.Container, er
 	if err != nil {
 		return nil, engineErr("read the labels of sandbox "+id, err)
 	}
-	if l[sandbox.LabelManaged] != "true" || sandboxID(c.ID()) != id {
+	if l[sandbox.LabelManaged] != "true" || !b.dep.Owns(l) || sandboxID(c.ID()) != id {
 		return nil, notFound
 	}
 	return c, nil
@@ -97,6 +123,7 @@ func (b *Backend) info(ctx context.Context, c containerd.Container) (sandbox.Inf
 		ID:           sandboxID(c.ID()),
 		Tenant:       rec.Labels[sandbox.LabelTenant],
 		Conversation: rec.Labels[sandbox.LabelConversation],
+		Deployment:   rec.Labels[sandbox.LabelDeployment],
 		Backend:      "containerd",
 		Image:        rec.Image,
 		State:        state,
@@ -107,8 +134,9 @@ func (b *Backend) info(ctx context.Context, c containerd.Container) (sandbox.Inf
 }
 
 // state folds the task's status into the API's states: only a running task
-// takes tool calls; a container without a task (after a reboot, or killed
-// and deleted) is stopped.
+// takes tool calls; a paused (or pausing) one keeps everything until it is
+// resumed; a container without a task (after a reboot, or killed and
+// deleted) is stopped.
 func (b *Backend) state(ctx context.Context, c containerd.Container) (string, error) {
 	t, err := c.Task(ctx, nil)
 	if cerrdefs.IsNotFound(err) {
@@ -124,8 +152,11 @@ func (b *Backend) state(ctx context.Context, c containerd.Container) (string, er
 	if err != nil {
 		return "", engineErr("read the task status of sandbox "+sandboxID(c.ID()), err)
 	}
-	if st.Status == containerd.Running {
+	switch st.Status {
+	case containerd.Running:
 		return sandbox.StateRunning, nil
+	case containerd.Paused, containerd.Pausing:
+		return sandbox.StatePaused, nil
 	}
 	return sandbox.StateStopped, nil
 }

@@ -26,6 +26,9 @@ func (b *Backend) AttachAgent(ctx context.Context, id string) (io.ReadWriteClose
 	if err != nil {
 		return nil, err
 	}
+	if c.State != nil && c.State.Paused {
+		return nil, errdefs.FailedPrecondition("sandbox %s is paused; unpause it (docker unpause %s%s) and retry", id, NamePrefix, id)
+	}
 	if c.State == nil || !c.State.Running {
 		return nil, errdefs.FailedPrecondition("sandbox %s is not running; delete it and create a new one", id)
 	}

@@ -63,11 +63,14 @@ type Backend struct {
 	image     string
 	caps      []string
 	defaults  sandbox.Resources
+	dep       sandbox.Deployment
 }
 
 var (
-	_ sandbox.Backend = (*Backend)(nil)
-	_ sandbox.Pinger  = (*Backend)(nil)
+	_ sandbox.Backend           = (*Backend)(nil)
+	_ sandbox.Pinger            = (*Backend)(nil)
+	_ sandbox.UnlabelledCounter = (*Backend)(nil)
+	_ sandbox.ResumeHinter      = (*Backend)(nil)
 )
 
 // Option configures a Backend.
@@ -88,6 +91,11 @@ func WithExtraCaps(caps ...string) Option {
 // WithDefaultResources replaces DefaultResources.
 func WithDefaultResources(r sandbox.Resources) Option { return func(b *Backend) { b.defaults = r } }
 
+// WithDeployment is the deployment the backend works for (default
+// sandbox.DefaultDeploymentName): it labels every container it makes and
+// sees only that deployment's.
+func WithDeployment(d sandbox.Deployment) Option { return func(b *Backend) { b.dep = d } }
+
 // WithLogger sets the logger (agent stderr goes there).
 func WithLogger(l *slog.Logger) Option { return func(b *Backend) { b.log = l } }
 
@@ -105,6 +113,10 @@ func New(opts ...Option) (*Backend, error) {
 	}
 	for _, opt := range opts {
 		opt(b)
+	}
+	b.dep = b.dep.OrDefault()
+	if err := sandbox.ValidateDeployment(b.dep.Name); err != nil {
+		return nil, err
 	}
 	if b.agentPath == "" {
 		return nil, errdefs.InvalidArgument("the docker backend needs the sandbox-agent binary; build it with `make build` and pass its path")
@@ -126,6 +138,14 @@ func New(opts ...Option) (*Backend, error) {
 
 // Name is "docker".
 func (b *Backend) Name() string { return "docker" }
+
+// Deployment is the deployment the backend works for.
+func (b *Backend) Deployment() sandbox.Deployment { return b.dep }
+
+// ResumeHint is the command that unpauses the sandbox's container.
+func (b *Backend) ResumeHint(info sandbox.Info) string {
+	return "docker unpause " + NamePrefix + info.ID
+}
 
 // Close releases the client when the Backend made it.
 func (b *Backend) Close() error {

@@ -12,7 +12,8 @@ import (
 )
 
 func TestContainerConfig(t *testing.T) {
-	b := &Backend{agentPath: "/usr/lib/sandboxd/sandbox-agent", caps: append(DefaultCaps, "NET_BIND_SERVICE"), defaults: DefaultResources}
+	b := &Backend{agentPath: "/usr/lib/sandboxd/sandbox-agent", caps: append(DefaultCaps, "NET_BIND_SERVICE"), defaults: DefaultResources,
+		dep: sandbox.Deployment{Name: "prod-eu"}}
 	cfg, hc := b.containerConfig("abc123abc123", "img:1", sandbox.Spec{
 		Tenant: "acme", Conversation: "c1", Env: map[string]string{"B": "2", "A": "1"},
 		Resources: sandbox.Resources{CPUs: 1.5, MemoryMB: 512},
@@ -20,7 +21,8 @@ func TestContainerConfig(t *testing.T) {
 	if got := cfg.Entrypoint; !slices.Equal(got, []string{AgentPath, "init"}) {
 		t.Errorf("entrypoint = %q, want the agent's init", got)
 	}
-	if cfg.Labels[sandbox.LabelManaged] != "true" || cfg.Labels[sandbox.LabelTenant] != "acme" || cfg.Labels[sandbox.LabelConversation] != "c1" || cfg.Labels[sandbox.LabelCreatedAt] == "" {
+	if cfg.Labels[sandbox.LabelManaged] != "true" || cfg.Labels[sandbox.LabelTenant] != "acme" || cfg.Labels[sandbox.LabelConversation] != "c1" || cfg.Labels[sandbox.LabelCreatedAt] == "" ||
+		cfg.Labels[sandbox.LabelDeployment] != "prod-eu" {
 		t.Errorf("labels = %v", cfg.Labels)
 	}
 	if !slices.Equal(cfg.Env, []string{"A=1", "B=2"}) {
@@ -64,7 +66,7 @@ func TestInfoNamingAndState(t *testing.T) {
 	for _, tc := range []struct{ name, state, wantID, wantState string }{
 		{"/sandboxd-aaaabbbbcccc", "running", "aaaabbbbcccc", sandbox.StateRunning},
 		{"/sandboxd-aaaabbbbcccc", "exited", "aaaabbbbcccc", sandbox.StateStopped},
-		{"/sandboxd-aaaabbbbcccc", "paused", "aaaabbbbcccc", sandbox.StateStopped},
+		{"/sandboxd-aaaabbbbcccc", "paused", "aaaabbbbcccc", sandbox.StatePaused},
 		{"/sandboxd-aaaabbbbcccc", "removing", "aaaabbbbcccc", sandbox.StateGone},
 		{"/someone-else", "running", cid[:12], sandbox.StateRunning},
 		{"/sandboxd-Not_Ours!", "created", cid[:12], sandbox.StateStopped},

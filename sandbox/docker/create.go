@@ -61,6 +61,7 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 		sandbox.LabelTenant:       spec.Tenant,
 		sandbox.LabelConversation: spec.Conversation,
 		sandbox.LabelCreatedAt:    time.Now().UTC().Format(time.RFC3339Nano),
+		sandbox.LabelDeployment:   b.dep.Name,
 	}
 	env := make([]string, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {

@@ -87,21 +87,28 @@ func removeTenant(t *testing.T, cli *client.Client, tenant string) {
 func TestSuite(t *testing.T) {
 	needDocker(t)
 	var b *Backend
-	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend {
-		b = newTestBackend(t)
-		return b
+	sandboxtest.Run(t, func(t *testing.T, d sandbox.Deployment) sandbox.Backend {
+		nb := newTestBackend(t, WithDeployment(d))
+		if b == nil {
+			b = nb
+		}
+		return nb
 	},
 		sandboxtest.WithImage(testImage),
 		sandboxtest.WithIsolation(),
 		sandboxtest.WithCounter(func(ctx context.Context, tenant string) (int, error) {
 			// What `docker ps -a --filter label=...` shows, not what the backend believes.
-			cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelTenant+"="+tenant))})
+			cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+				filters.Arg("label", sandbox.LabelTenant+"="+tenant), filters.Arg("label", sandbox.LabelDeployment+"="+b.dep.Name))})
 			return len(cs), err
 		}),
 		sandboxtest.WithStopper(func(ctx context.Context, id string) error {
 			timeout := 2
 			return b.cli.ContainerStop(ctx, NamePrefix+id, container.StopOptions{Timeout: &timeout})
 		}),
+		sandboxtest.WithPauser(
+			func(ctx context.Context, id string) error { return b.cli.ContainerPause(ctx, NamePrefix+id) },
+			func(ctx context.Context, id string) error { return b.cli.ContainerUnpause(ctx, NamePrefix+id) }),
 	)
 }
 
@@ -245,9 +252,13 @@ func TestHostWorkspaceBindMount(t *testing.T) {
 	}
 }
 
+// A container made elsewhere (by a sandboxd from before deployments) that
+// carries our labels but no deployment: adopted by the deployment that is
+// configured to, and nobody's otherwise.
 func TestAdoptContainerMadeElsewhere(t *testing.T) {
 	needDocker(t)
-	b := newTestBackend(t)
+	b := newTestBackend(t, WithDeployment(sandbox.Deployment{Name: "adopter-" + newID(), AdoptUnlabelled: true}))
+	other := newTestBackend(t, WithDeployment(sandbox.Deployment{Name: "other-" + newID()}))
 	tenant := "dt-" + newID()
 	t.Cleanup(func() { removeTenant(t, b.cli, tenant) })
 	name := "adopt-test-" + newID()
@@ -263,6 +274,21 @@ func TestAdoptContainerMadeElsewhere(t *testing.T) {
 	}
 	if err := b.cli.ContainerStart(ctx(t), created.ID, container.StartOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	if n, err := other.Unlabelled(ctx(t)); err != nil || n < 1 {
+		t.Errorf("Unlabelled = %d, %v; want at least the one made here", n, err)
+	}
+	// A deployment that does not adopt unlabelled sandboxes leaves it alone.
+	mo := sandbox.NewManager(other)
+	if err := mo.Start(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer mo.Close()
+	if _, err := mo.Lookup(ctx(t), tenant, "adopted"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Lookup by a deployment that does not adopt = %v, want not_found", err)
+	}
+	if err := mo.Delete(ctx(t), tenant, created.ID[:12]); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Delete by a deployment that does not adopt = %v, want not_found", err)
 	}
 	// A Manager started afterwards (a restarted sandboxd) finds it.
 	m := sandbox.NewManager(b)

@@ -14,17 +14,23 @@ import (
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
-// List returns every container that carries sandbox.LabelManaged.
+// List returns every container of the deployment that carries
+// sandbox.LabelManaged. The engine filters by the deployment's label unless
+// unlabelled containers are adopted too (label filters cannot say "absent").
 func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
-	cs, err := b.cli.ContainerList(ctx, container.ListOptions{
-		All:     true,
-		Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true")),
-	})
+	f := filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))
+	if !b.dep.AdoptUnlabelled {
+		f.Add("label", sandbox.LabelDeployment+"="+b.dep.Name)
+	}
+	cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, engineErr("list containers", err)
 	}
 	out := make([]sandbox.Info, 0, len(cs))
 	for _, c := range cs {
+		if !b.dep.Owns(c.Labels) {
+			continue
+		}
 		name := ""
 		if len(c.Names) > 0 {
 			name = c.Names[0]
@@ -32,6 +38,22 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 		out = append(out, info(c.ID, name, c.Image, string(c.State), time.Unix(c.Created, 0), c.Labels))
 	}
 	return out, nil
+}
+
+// Unlabelled counts the managed containers without a deployment label.
+func (b *Backend) Unlabelled(ctx context.Context) (int, error) {
+	cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelManaged+"=true"))})
+	if err != nil {
+		return 0, engineErr("list containers", err)
+	}
+	n := 0
+	for _, c := range cs {
+		if c.Labels[sandbox.LabelDeployment] == "" {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Inspect returns the sandbox id (sandboxd-<id>, or a container id for an
@@ -44,8 +66,9 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) 
 	return infoOf(c), nil
 }
 
-// inspect finds our container for id; anything without our label, or that
-// id only matches as a prefix of someone else's, is NotFound.
+// inspect finds our container for id; anything without our label or of
+// another deployment, or that id only matches as a prefix of someone
+// else's, is NotFound.
 func (b *Backend) inspect(ctx context.Context, id string) (container.InspectResponse, error) {
 	notFound := errdefs.NotFound("sandbox %s does not exist in the Docker engine", id)
 	if !validID(id) {
@@ -60,7 +83,7 @@ func (b *Backend) inspect(ctx context.Context, id string) (container.InspectResp
 		return container.InspectResponse{}, notFound
 	case err != nil:
 		return container.InspectResponse{}, engineErr("inspect sandbox "+id, err)
-	case c.Config == nil || c.Config.Labels[sandbox.LabelManaged] != "true" || infoOf(c).ID != id:
+	case c.Config == nil || c.Config.Labels[sandbox.LabelManaged] != "true" || !b.dep.Owns(c.Config.Labels) || infoOf(c).ID != id:
 		return container.InspectResponse{}, notFound
 	}
 	return c, nil
@@ -94,6 +117,7 @@ func info(cid, name, img, state string, engineCreated time.Time, labels map[stri
 		ID:           id,
 		Tenant:       labels[sandbox.LabelTenant],
 		Conversation: labels[sandbox.LabelConversation],
+		Deployment:   labels[sandbox.LabelDeployment],
 		Backend:      "docker",
 		Image:        img,
 		State:        mapState(state),
@@ -104,11 +128,14 @@ func info(cid, name, img, state string, engineCreated time.Time, labels map[stri
 }
 
 // mapState folds the engine's states into the API's: only "running" can take
-// tool calls; "removing" is as good as gone.
+// tool calls; "paused" keeps everything until unpaused; "removing" is as
+// good as gone.
 func mapState(s string) string {
 	switch s {
 	case "running":
 		return sandbox.StateRunning
+	case "paused":
+		return sandbox.StatePaused
 	case "removing":
 		return sandbox.StateGone
 	}

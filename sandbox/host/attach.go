@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -22,7 +23,11 @@ const (
 )
 
 // AttachAgent runs `sandbox-agent attach --socket S` in the workspace; attach
-// starts the sandbox's agent daemon when none runs.
+// starts the sandbox's agent daemon when none runs. The daemon keeps its
+// commit journals in the sandbox's folder beside the workspace (never in
+// it), and refuses files with more than one hard link: here the workspace
+// shares a file system with the machine, so a link made through shell
+// could read back a file outside it.
 func (b *Backend) AttachAgent(ctx context.Context, id string) (io.ReadWriteCloser, error) {
 	m, err := b.load(id)
 	if err != nil {
@@ -42,7 +47,8 @@ func (b *Backend) AttachAgent(ctx context.Context, id string) (io.ReadWriteClose
 		return nil, errdefs.ResourceExhausted("cannot make a pipe for the agent: %v", err)
 	}
 	stderr := logcap.New(b.log.With("sandbox", id, "stream", "agent stderr"), stderrCap)
-	cmd := exec.Command(b.agentPath, "attach", "--socket", m.Socket)
+	cmd := exec.Command(b.agentPath, "attach", "--socket", m.Socket,
+		"--state-dir", filepath.Join(b.root, id, "agent-state"), "--single-link-files")
 	cmd.Dir = m.Workspace
 	cmd.Env = os.Environ()
 	for _, k := range slices.Sorted(maps.Keys(m.Env)) {

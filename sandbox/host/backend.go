@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -33,15 +34,24 @@ type Backend struct {
 	root      string // DATA/sandboxes
 	agentPath string
 	log       *slog.Logger
+	dep       sandbox.Deployment
 }
 
-var _ sandbox.Backend = (*Backend)(nil)
+var (
+	_ sandbox.Backend           = (*Backend)(nil)
+	_ sandbox.UnlabelledCounter = (*Backend)(nil)
+)
 
 // Option configures a Backend.
 type Option func(*Backend)
 
 // WithAgentBinary names the sandbox-agent binary; it is required.
 func WithAgentBinary(path string) Option { return func(b *Backend) { b.agentPath = path } }
+
+// WithDeployment is the deployment the backend works for (default
+// sandbox.DefaultDeploymentName). Two deployments with one data dir share
+// its folder; each sees only its own sandboxes in it.
+func WithDeployment(d sandbox.Deployment) Option { return func(b *Backend) { b.dep = d } }
 
 // WithLogger sets the logger (agent stderr goes there).
 func WithLogger(l *slog.Logger) Option { return func(b *Backend) { b.log = l } }
@@ -51,6 +61,10 @@ func New(dataDir string, opts ...Option) (*Backend, error) {
 	b := &Backend{log: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(b)
+	}
+	b.dep = b.dep.OrDefault()
+	if err := sandbox.ValidateDeployment(b.dep.Name); err != nil {
+		return nil, err
 	}
 	if b.agentPath == "" {
 		return nil, errdefs.InvalidArgument("the host backend needs the sandbox-agent binary; build it with `make build` and pass its path")
@@ -72,6 +86,9 @@ func New(dataDir string, opts ...Option) (*Backend, error) {
 
 // Name is "host".
 func (b *Backend) Name() string { return "host" }
+
+// Deployment is the deployment the backend works for.
+func (b *Backend) Deployment() sandbox.Deployment { return b.dep }
 
 // meta is meta.json: the host backend's labels and where things are.
 type meta struct {
@@ -96,6 +113,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 			sandbox.LabelTenant:       spec.Tenant,
 			sandbox.LabelConversation: spec.Conversation,
 			sandbox.LabelCreatedAt:    time.Now().UTC().Format(time.RFC3339Nano),
+			sandbox.LabelDeployment:   b.dep.Name,
 		},
 		Image:     spec.Image,
 		Workspace: filepath.Join(dir, "workspace"),
@@ -144,8 +162,8 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 	return b.info(m), nil
 }
 
-// List reads every folder's meta.json; a folder without a readable one is
-// skipped with a log line.
+// List reads every folder's meta.json and returns the deployment's; a
+// folder without a readable one is skipped with a log line.
 func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	ents, err := os.ReadDir(b.root)
 	if err != nil {
@@ -157,6 +175,9 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 			continue
 		}
 		m, err := b.load(e.Name())
+		if errors.Is(err, errdefs.ErrNotFound) {
+			continue // another deployment's, or removed meanwhile
+		}
 		if err != nil {
 			b.log.Warn("skipping a sandbox folder without a readable meta.json", "dir", filepath.Join(b.root, e.Name()), "err", err)
 			continue
@@ -165,6 +186,23 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil
+}
+
+// Unlabelled counts the folders whose meta.json has no deployment label.
+func (b *Backend) Unlabelled(ctx context.Context) (int, error) {
+	ents, err := os.ReadDir(b.root)
+	if err != nil {
+		return 0, errdefs.Unavailable("cannot read %s: %v", b.root, err)
+	}
+	n := 0
+	for _, e := range ents {
+		var m meta
+		data, err := os.ReadFile(filepath.Join(b.root, e.Name(), "meta.json"))
+		if err == nil && json.Unmarshal(data, &m) == nil && m.Labels[sandbox.LabelManaged] == "true" && m.Labels[sandbox.LabelDeployment] == "" {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Inspect returns sandbox id; it is running as long as its folder exists
@@ -183,6 +221,7 @@ func (b *Backend) info(m meta) sandbox.Info {
 		ID:           m.ID,
 		Tenant:       m.Labels[sandbox.LabelTenant],
 		Conversation: m.Labels[sandbox.LabelConversation],
+		Deployment:   m.Labels[sandbox.LabelDeployment],
 		Backend:      "host",
 		Image:        m.Image,
 		State:        sandbox.StateRunning,
@@ -192,7 +231,8 @@ func (b *Backend) info(m meta) sandbox.Info {
 	}
 }
 
-// load reads id's meta.json; a missing folder is NotFound.
+// load reads id's meta.json; a missing folder, or another deployment's,
+// is NotFound.
 func (b *Backend) load(id string) (meta, error) {
 	if !validID(id) {
 		return meta{}, errdefs.NotFound("sandbox %q does not exist on this host", id)
@@ -207,6 +247,9 @@ func (b *Backend) load(id string) (meta, error) {
 	var m meta
 	if err := json.Unmarshal(data, &m); err != nil || m.ID != id || m.Labels[sandbox.LabelManaged] != "true" {
 		return meta{}, errdefs.Internal("the meta.json of sandbox %s is damaged (%v); remove the folder %s", id, err, filepath.Join(b.root, id))
+	}
+	if !b.dep.Owns(m.Labels) {
+		return meta{}, errdefs.NotFound("sandbox %s does not exist on this host", id)
 	}
 	return m, nil
 }

@@ -19,9 +19,9 @@ var agentBin string
 
 func TestMain(m *testing.M) { sandboxtest.Main(m, "", &agentBin, nil) }
 
-func newBackend(t *testing.T, dataDir string) *Backend {
+func newBackend(t *testing.T, dataDir string, opts ...Option) *Backend {
 	t.Helper()
-	b, err := New(dataDir, WithAgentBinary(agentBin))
+	b, err := New(dataDir, append([]Option{WithAgentBinary(agentBin)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,11 @@ func newBackend(t *testing.T, dataDir string) *Backend {
 }
 
 func TestSuite(t *testing.T) {
-	sandboxtest.Run(t, func(t *testing.T) sandbox.Backend { return newBackend(t, t.TempDir()) })
+	// One data dir: deployments sharing it must still be kept apart.
+	dir := t.TempDir()
+	sandboxtest.Run(t, func(t *testing.T, d sandbox.Deployment) sandbox.Backend {
+		return newBackend(t, dir, WithDeployment(d))
+	})
 }
 
 func ctx(t *testing.T) context.Context {

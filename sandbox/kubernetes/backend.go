@@ -1,5 +1,5 @@
 // Package kubernetes is the sandbox backend on a Kubernetes cluster. A
-// sandbox is one Pod named sandboxd-<id> in one namespace. Its only
+// sandbox is one Pod named sandboxd-<deployment>-<id> in one namespace. Its only
 // container runs `sandbox-agent init` as PID 1; the agent binary comes from
 // sandboxd's own image through an init container that copies it into an
 // emptyDir, mounted read-only at the same path as in the Docker backend. The
@@ -95,6 +95,7 @@ type Backend struct {
 	defaults     sandbox.Resources
 	requests     sandbox.Resources
 	startTimeout time.Duration
+	dep          sandbox.Deployment
 	pollEvery    time.Duration
 	// watchedPollEvery is the fallback read of a starting pod while a
 	// watch on it reports its changes.
@@ -110,8 +111,9 @@ type Backend struct {
 }
 
 var (
-	_ sandbox.Backend = (*Backend)(nil)
-	_ sandbox.Pinger  = (*Backend)(nil)
+	_ sandbox.Backend           = (*Backend)(nil)
+	_ sandbox.Pinger            = (*Backend)(nil)
+	_ sandbox.UnlabelledCounter = (*Backend)(nil)
 )
 
 // Option configures a Backend.
@@ -177,6 +179,11 @@ func WithRequests(r sandbox.Resources) Option { return func(b *Backend) { b.requ
 // WithStartTimeout bounds how long Create waits for the pod to run.
 func WithStartTimeout(d time.Duration) Option { return func(b *Backend) { b.startTimeout = d } }
 
+// WithDeployment is the deployment the backend works for (default
+// sandbox.DefaultDeploymentName): it labels every pod it makes, puts its
+// name in the pod names, and sees only that deployment's pods.
+func WithDeployment(d sandbox.Deployment) Option { return func(b *Backend) { b.dep = d } }
+
 // WithLogger sets the logger (agent stderr and pod failures go there).
 func WithLogger(l *slog.Logger) Option { return func(b *Backend) { b.log = l } }
 
@@ -197,6 +204,10 @@ func New(opts ...Option) (*Backend, error) {
 	}
 	for _, opt := range opts {
 		opt(b)
+	}
+	b.dep = b.dep.OrDefault()
+	if err := sandbox.ValidateDeployment(b.dep.Name); err != nil {
+		return nil, err
 	}
 	if b.cs == nil {
 		cfg, ns, err := LoadConfig(b.kubeconfig, b.kubeCtx)
@@ -260,6 +271,13 @@ func tuned(cfg *rest.Config) *rest.Config {
 
 // Name is "kubernetes".
 func (b *Backend) Name() string { return "kubernetes" }
+
+// Deployment is the deployment the backend works for.
+func (b *Backend) Deployment() sandbox.Deployment { return b.dep }
+
+// PodName is the pod of sandbox id: sandboxd-<deployment>-<id>, so that
+// deployments sharing a namespace never make pods of one name.
+func (b *Backend) PodName(id string) string { return NamePrefix + b.dep.Name + "-" + id }
 
 // Namespace is where the sandbox pods live.
 func (b *Backend) Namespace() string { return b.namespace }

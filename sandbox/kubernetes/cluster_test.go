@@ -43,6 +43,14 @@ func clusterImages() (sandboxImg, agentImg string) {
 // (with every pod left in it) when the test ends.
 func newClusterBackend(t testing.TB, opts ...Option) (*Backend, kubernetes.Interface) {
 	t.Helper()
+	b, cs, _ := newClusterBackends(t, opts...)
+	return b, cs
+}
+
+// newClusterBackends is newClusterBackend, and a func that makes more
+// Backends in the same namespace (other deployments).
+func newClusterBackends(t testing.TB, opts ...Option) (*Backend, kubernetes.Interface, func(...Option) *Backend) {
+	t.Helper()
 	if os.Getenv("SANDBOXD_TEST_KUBERNETES") != "1" || os.Getenv("KUBECONFIG") == "" {
 		t.Skip("set SANDBOXD_TEST_KUBERNETES=1 and KUBECONFIG (scripts/k8s-up.sh) to run against a cluster")
 	}
@@ -72,24 +80,34 @@ func newClusterBackend(t testing.TB, opts ...Option) (*Backend, kubernetes.Inter
 		}
 	})
 	img, agentImg := clusterImages()
-	b, err := New(append([]Option{
-		WithClientset(cs, cfg), WithNamespace(ns),
-		WithDefaultImage(img), WithAgentImage(agentImg), WithImagePullPolicy(corev1.PullNever),
-		// A 2-core test node holds every sandbox of the suite at once.
-		WithDefaultResources(sandbox.Resources{CPUs: 1, MemoryMB: 1024}),
-		WithRequests(sandbox.Resources{CPUs: 0.02, MemoryMB: 32}),
-		WithStartTimeout(2 * time.Minute),
-	}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
+	newIn := func(opts ...Option) *Backend {
+		b, err := New(append([]Option{
+			WithClientset(cs, cfg), WithNamespace(ns),
+			WithDefaultImage(img), WithAgentImage(agentImg), WithImagePullPolicy(corev1.PullNever),
+			// A 2-core test node holds every sandbox of the suite at once.
+			WithDefaultResources(sandbox.Resources{CPUs: 1, MemoryMB: 1024}),
+			WithRequests(sandbox.Resources{CPUs: 0.02, MemoryMB: 32}),
+			WithStartTimeout(2 * time.Minute),
+		}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
-	return b, cs
+	return newIn(opts...), cs, newIn
 }
 
 func TestClusterSuite(t *testing.T) {
-	b, _ := newClusterBackend(t)
+	var b *Backend
+	var more func(opts ...Option) *Backend
 	img, _ := clusterImages()
-	sandboxtest.Run(t, func(*testing.T) sandbox.Backend { return b },
+	sandboxtest.Run(t, func(t *testing.T, d sandbox.Deployment) sandbox.Backend {
+		if b == nil {
+			b, _, more = newClusterBackends(t, WithDeployment(d))
+			return b
+		}
+		return more(WithDeployment(d)) // another deployment in the same namespace
+	},
 		sandboxtest.WithImage(img), sandboxtest.WithIsolation(),
 		sandboxtest.WithStopper(func(ctx context.Context, id string) error { return stopAgent(ctx, b, id) }))
 }
@@ -139,7 +157,7 @@ func TestClusterPodDeletedBehindOurBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cs.CoreV1().Pods(b.Namespace()).Delete(ctx, NamePrefix+info.ID, metav1.DeleteOptions{}); err != nil {
+	if err := cs.CoreV1().Pods(b.Namespace()).Delete(ctx, b.PodName(info.ID), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -218,7 +236,7 @@ func TestClusterLimitsAndSecurityApplied(t *testing.T) {
 		t.Errorf("the workspace is not writable: exit %d %q", code, out)
 	}
 
-	p, err := cs.CoreV1().Pods(b.Namespace()).Get(ctx, NamePrefix+info.ID, metav1.GetOptions{})
+	p, err := cs.CoreV1().Pods(b.Namespace()).Get(ctx, b.PodName(info.ID), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

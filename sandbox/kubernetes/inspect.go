@@ -20,10 +20,20 @@ func listManaged(limit int64) metav1.ListOptions {
 	return metav1.ListOptions{LabelSelector: sandbox.LabelManaged + "=true", Limit: limit}
 }
 
-// List returns every pod in the namespace that carries
+// listOwn selects the deployment's pods (and the unlabelled ones when it
+// adopts them, filtered again by Owns).
+func (b *Backend) listOwn() metav1.ListOptions {
+	opts := listManaged(0)
+	if !b.dep.AdoptUnlabelled {
+		opts.LabelSelector += "," + sandbox.LabelDeployment + "=" + b.dep.Name
+	}
+	return opts
+}
+
+// List returns every pod of the deployment in the namespace that carries
 // sandbox.LabelManaged, except those being deleted (as good as gone).
 func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
-	pods, err := b.cs.CoreV1().Pods(b.namespace).List(ctx, listManaged(0))
+	pods, err := b.cs.CoreV1().Pods(b.namespace).List(ctx, b.listOwn())
 	if err != nil {
 		return nil, apiErr("list pods in namespace "+b.namespace, err)
 	}
@@ -32,7 +42,7 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		seen[string(p.UID)] = true
-		if p.DeletionTimestamp != nil {
+		if p.DeletionTimestamp != nil || !b.dep.Owns(p.Labels) {
 			continue
 		}
 		b.reportStopped(p)
@@ -48,6 +58,17 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	return out, nil
 }
 
+// Unlabelled counts the namespace's managed pods without a deployment label.
+func (b *Backend) Unlabelled(ctx context.Context) (int, error) {
+	opts := listManaged(0)
+	opts.LabelSelector += ",!" + sandbox.LabelDeployment
+	pods, err := b.cs.CoreV1().Pods(b.namespace).List(ctx, opts)
+	if err != nil {
+		return 0, apiErr("list pods in namespace "+b.namespace, err)
+	}
+	return len(pods.Items), nil
+}
+
 // Inspect returns the sandbox id (pod sandboxd-<id>).
 func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) {
 	p, err := b.pod(ctx, id)
@@ -58,20 +79,26 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) 
 	return infoOf(p), nil
 }
 
-// pod finds our pod for id; one without our label or being deleted is
-// NotFound.
+// pod finds our pod for id; one without our label, of another deployment
+// or being deleted is NotFound. A deployment that adopts unlabelled pods
+// also finds those of a sandboxd from before deployments (sandboxd-<id>).
 func (b *Backend) pod(ctx context.Context, id string) (*corev1.Pod, error) {
 	notFound := errdefs.NotFound("sandbox %s does not exist in namespace %s", id, b.namespace)
 	if !validID(id) {
 		return nil, notFound
 	}
-	p, err := b.cs.CoreV1().Pods(b.namespace).Get(ctx, NamePrefix+id, metav1.GetOptions{})
+	name := b.PodName(id)
+	p, err := b.cs.CoreV1().Pods(b.namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && b.dep.AdoptUnlabelled {
+		name = NamePrefix + id
+		p, err = b.cs.CoreV1().Pods(b.namespace).Get(ctx, name, metav1.GetOptions{})
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, notFound
 	case err != nil:
-		return nil, apiErr("get pod "+NamePrefix+id, err)
-	case p.Labels[sandbox.LabelManaged] != "true" || p.DeletionTimestamp != nil:
+		return nil, apiErr("get pod "+name, err)
+	case p.Labels[sandbox.LabelManaged] != "true" || !b.dep.Owns(p.Labels) || p.DeletionTimestamp != nil:
 		return nil, notFound
 	}
 	return p, nil
@@ -99,9 +126,10 @@ func infoOf(p *corev1.Pod) sandbox.Info {
 		}
 	}
 	return sandbox.Info{
-		ID:           strings.TrimPrefix(p.Name, NamePrefix),
+		ID:           podID(p.Name),
 		Tenant:       labels[sandbox.LabelTenant],
 		Conversation: labels[sandbox.LabelConversation],
+		Deployment:   labels[sandbox.LabelDeployment],
 		Backend:      "kubernetes",
 		Image:        img,
 		State:        mapState(p),
@@ -171,6 +199,12 @@ func (b *Backend) reportStopped(p *corev1.Pod) {
 		b.log.Warn("sandbox pod stopped", "pod", p.Name, "tenant", p.Annotations[sandbox.LabelTenant],
 			"conversation", p.Annotations[sandbox.LabelConversation], "why", whyNotRunning(p))
 	}
+}
+
+// podID is the sandbox id in a pod name: what follows its last '-'
+// (sandboxd-<deployment>-<id>, or sandboxd-<id> from before deployments).
+func podID(name string) string {
+	return name[strings.LastIndexByte(name, '-')+1:]
 }
 
 // validID accepts our 12-hex-digit ids; anything else cannot name a pod of

@@ -57,7 +57,7 @@ func bg(t *testing.T) context.Context {
 
 func getPod(t *testing.T, cs *fake.Clientset, id string) *corev1.Pod {
 	t.Helper()
-	p, err := cs.CoreV1().Pods("sbx").Get(bg(t), NamePrefix+id, metav1.GetOptions{})
+	p, err := cs.CoreV1().Pods("sbx").Get(bg(t), NamePrefix+sandbox.DefaultDeploymentName+"-"+id, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get pod of %s: %v", id, err)
 	}
@@ -376,7 +376,7 @@ func TestRemoveDeletesThePod(t *testing.T) {
 	if err := b.Remove(bg(t), info.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.CoreV1().Pods("sbx").Get(bg(t), NamePrefix+info.ID, metav1.GetOptions{}); err == nil {
+	if _, err := cs.CoreV1().Pods("sbx").Get(bg(t), b.PodName(info.ID), metav1.GetOptions{}); err == nil {
 		t.Error("the pod still exists after Remove")
 	}
 	if err := b.Remove(bg(t), info.ID); !errors.Is(err, errdefs.ErrNotFound) {

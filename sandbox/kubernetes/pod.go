@@ -39,6 +39,7 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 		sandbox.LabelManaged:      "true",
 		sandbox.LabelTenant:       labelValue(spec.Tenant),
 		sandbox.LabelConversation: labelValue(spec.Conversation),
+		sandbox.LabelDeployment:   b.dep.Name, // a valid label value by ValidateDeployment
 		LabelNetwork:              network,
 	}
 	annotations := map[string]string{
@@ -63,7 +64,7 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        NamePrefix + id,
+			Name:        b.PodName(id),
 			Namespace:   b.namespace,
 			Labels:      labels,
 			Annotations: annotations,

@@ -15,7 +15,11 @@ import (
 
 // BuildAgent builds a static cmd/sandbox-agent into dir and returns its
 // path; meant for TestMain.
-func BuildAgent(dir string) (string, error) {
+func BuildAgent(dir string) (string, error) { return BuildAgentTagged(dir, "sandbox-agent", "") }
+
+// BuildAgentTagged is BuildAgent with build tags (comma-separated) into
+// dir/name, for the agents only tests may run (-tags commithook).
+func BuildAgentTagged(dir, name, tags string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
@@ -23,8 +27,8 @@ func BuildAgent(dir string) (string, error) {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
 	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	out := filepath.Join(dir, "sandbox-agent")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/sandbox-agent")
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", tags, "-o", out, "./cmd/sandbox-agent")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	var stderr bytes.Buffer

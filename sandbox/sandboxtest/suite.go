@@ -24,6 +24,9 @@ type config struct {
 	image string
 	count func(ctx context.Context, tenant string) (int, error)
 	stop  func(ctx context.Context, id string) error
+	// pause and unpause freeze and thaw a sandbox in its engine
+	// (WithPauser).
+	pause, unpause func(ctx context.Context, id string) error
 	// isolated enables the limit and network cases (WithIsolation).
 	isolated bool
 }
@@ -44,26 +47,41 @@ func WithStopper(stop func(ctx context.Context, id string) error) Option {
 	return func(c *config) { c.stop = stop }
 }
 
-// suite is one Run: a fresh tenant, so parallel runs on one engine never
-// see each other's sandboxes.
-type suite struct {
-	t      *testing.T
-	cfg    config
-	b      sandbox.Backend
-	tenant string
+// WithPauser freezes and thaws a sandbox as `docker pause` and `docker
+// unpause` do; without it the "paused outside" case is skipped (only Docker
+// and containerd can pause).
+func WithPauser(pause, unpause func(ctx context.Context, id string) error) Option {
+	return func(c *config) { c.pause, c.unpause = pause, unpause }
 }
 
-// Run runs every case against the backend newBackend returns. Every sandbox
+// NewBackend returns a backend working for deployment d; every backend it
+// returns in one Run must share one engine (and namespace, or data dir).
+type NewBackend func(t *testing.T, d sandbox.Deployment) sandbox.Backend
+
+// suite is one Run: a fresh tenant and deployment, so parallel runs on one
+// engine never see each other's sandboxes.
+type suite struct {
+	t          *testing.T
+	cfg        config
+	newBackend NewBackend
+	b          sandbox.Backend
+	dep        sandbox.Deployment
+	tenant     string
+}
+
+// Run runs every case against backends newBackend returns: the suite's own
+// and, for the deployment case, others on the same engine. Every sandbox
 // the suite creates is removed when the test ends.
-func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opts ...Option) {
-	s := &suite{t: t, b: newBackend(t), tenant: "suite-" + randHex(4)}
+func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
+	s := &suite{t: t, newBackend: newBackend, tenant: "suite-" + randHex(4)}
+	s.dep = sandbox.Deployment{Name: s.tenant}
+	s.b = s.backend(t, s.dep)
 	for _, o := range opts {
 		o(&s.cfg)
 	}
 	if s.cfg.count == nil {
 		s.cfg.count = s.listCount
 	}
-	t.Cleanup(s.removeAll)
 
 	t.Run("CreateListGet", s.createListGet)
 	t.Run("ConflictOnSecondCreate", s.conflict)
@@ -75,12 +93,31 @@ func Run(t *testing.T, newBackend func(t *testing.T) sandbox.Backend, opts ...Op
 	t.Run("LookupCreatesNothing", s.lookupCreatesNothing)
 	t.Run("RemovedBehindOurBack", s.removedBehindBack)
 	t.Run("StoppedBehindOurBack", s.stoppedBehindBack)
+	t.Run("PausedBehindOurBack", s.pausedBehindBack)
+	t.Run("DeploymentsApart", s.deploymentsApart)
 	t.Run("Delete", s.delete)
 }
 
-func (s *suite) manager(t *testing.T) *sandbox.Manager {
+// backend returns a backend of deployment d. The suite's sandboxes in it
+// are removed when t ends, before any cleanup newBackend registered (which
+// may close the backend).
+func (s *suite) backend(t *testing.T, d sandbox.Deployment) sandbox.Backend {
+	b := s.newBackend(t, d)
+	t.Cleanup(func() { s.removeAll(b) })
+	if got := b.Deployment(); got.Name != d.Name {
+		t.Fatalf("the backend works for deployment %q, want %q", got.Name, d.Name)
+	}
+	return b
+}
+
+func (s *suite) manager(t *testing.T, opts ...sandbox.Option) *sandbox.Manager {
 	t.Helper()
-	m := sandbox.NewManager(s.b)
+	return managerOf(t, s.b, opts...)
+}
+
+func managerOf(t *testing.T, b sandbox.Backend, opts ...sandbox.Option) *sandbox.Manager {
+	t.Helper()
+	m := sandbox.NewManager(b, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := m.Start(ctx); err != nil {
@@ -293,6 +330,9 @@ func (s *suite) stoppedBehindBack(t *testing.T) {
 	if err := s.cfg.stop(ctx(t), info.ID); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
+	// The assertion is about a sandbox the engine calls stopped: wait for
+	// the engine to say so, then for the pipe to end.
+	s.waitState(t, s.b, info.ID, sandbox.StateStopped)
 	waitDone(t, c)
 	_, _, err := m.Agent(ctx(t), s.tenant, "c-stopped")
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "no longer running") {
@@ -335,21 +375,37 @@ func (s *suite) listCount(ctx context.Context, tenant string) (int, error) {
 	return n, err
 }
 
-// removeAll removes every sandbox of the suite's tenant.
-func (s *suite) removeAll() {
+// removeAll removes every sandbox of the suite's tenant in b.
+func (s *suite) removeAll(b sandbox.Backend) {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	infos, err := s.b.List(c)
+	infos, err := b.List(c)
 	if err != nil {
 		s.t.Errorf("cleanup: %v", err)
 		return
 	}
 	for _, i := range infos {
 		if i.Tenant == s.tenant {
-			if err := s.b.Remove(c, i.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			if err := b.Remove(c, i.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 				s.t.Errorf("cleanup of %s: %v", i.ID, err)
 			}
 		}
+	}
+}
+
+// waitState waits until the engine reports id in state want.
+func (s *suite) waitState(t *testing.T, b sandbox.Backend, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		info, err := b.Inspect(ctx(t), id)
+		if err == nil && info.State == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s is %+v, %v after 2 minutes; want state %s", id, info.State, err, want)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

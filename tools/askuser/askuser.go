@@ -79,6 +79,14 @@ func (t *Tool) Available(env *tools.Env) bool {
 	return env != nil && env.Run != nil && env.Run.Space != ""
 }
 
+// Why (tools.Explainer): questions need a space where people answer them.
+func (t *Tool) Why(env *tools.Env) string {
+	if t.Available(env) {
+		return ""
+	}
+	return `the run has no space for its questions to go to; create the run with "space": "<name>" (people answer in the web console at /ui/)`
+}
+
 func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (tools.Result, error) {
 	var a struct {
 		Question      string             `json:"question"`

@@ -65,6 +65,11 @@ var (
 
 func available(env *tools.Env) bool { return tools.HasSandbox(env) }
 
+// Why (tools.Explainer): the engine is wired, so only the sandbox can be missing.
+func (t *grepTool) Why(env *tools.Env) string    { return tools.WhyNoSandbox(env) }
+func (t *editTool) Why(env *tools.Env) string    { return tools.WhyNoSandbox(env) }
+func (t *resolveTool) Why(env *tools.Env) string { return tools.WhyNoSandbox(env) }
+
 func connect(ctx context.Context, env *tools.Env) (*tools.SandboxConn, *tools.Result, error) {
 	return tools.Connect(ctx, env)
 }

@@ -49,13 +49,13 @@ func (t *Tool) Spec() tools.Spec {
   "properties": {
     "operation":  {"type": "string", "enum": %s, "description": "What to do; see the tool description."},
     "file":       {"type": "string", "minLength": 1, "description": "breakpoints: the source file, relative to the working directory or absolute."},
-    "lines":      {"type": "array", "items": {"type": "integer", "minimum": 1}, "maxItems": 200, "description": "breakpoints: 1-based line numbers; empty clears the file."},
+    "lines":      {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 2147483647}, "maxItems": 200, "description": "breakpoints: 1-based line numbers; empty clears the file."},
     "program":    {"type": "string", "minLength": 1, "description": "launch: the program (a .py/.go/.dart file, a Go package directory, or a compiled binary)."},
     "args":       {"type": "array", "items": {"type": "string"}, "maxItems": 200, "description": "launch: the program's arguments."},
     "port":       {"type": "integer", "minimum": 1, "maximum": 65535, "description": "attach: the port the debuggee listens on (127.0.0.1 in the sandbox)."},
-    "thread_id":  {"type": "integer", "description": "continue/pause/step_*/stack: the thread; default the one that stopped."},
-    "frame_id":   {"type": "integer", "description": "scopes (required) / evaluate: a frame id from a stop or stack."},
-    "reference":  {"type": "integer", "minimum": 1, "description": "variables: a reference from scopes or variables."},
+    "thread_id":  {"type": "integer", "minimum": 0, "maximum": 9007199254740991, "description": "continue/pause/step_*/stack: the thread; default the one that stopped."},
+    "frame_id":   {"type": "integer", "minimum": 0, "maximum": 9007199254740991, "description": "scopes (required) / evaluate: a frame id from a stop or stack."},
+    "reference":  {"type": "integer", "minimum": 1, "maximum": 2147483647, "description": "variables: a reference from scopes or variables."},
     "expression": {"type": "string", "minLength": 1, "description": "evaluate: the expression, in the program's language."}
   },
   "required": ["operation"],
@@ -68,6 +68,14 @@ func (t *Tool) Spec() tools.Spec {
 // run has a conversation whose sandbox gives it a working directory.
 func (t *Tool) Available(env *tools.Env) bool {
 	return env != nil && env.Run != nil && env.Run.Conversation != "" && env.HasSandbox
+}
+
+// Why (tools.Explainer): debug sessions live in the conversation's sandbox.
+func (t *Tool) Why(env *tools.Env) string {
+	if env == nil || env.Run == nil || env.Run.Conversation == "" {
+		return "the run has no conversation; create the run with a conversation that has a sandbox"
+	}
+	return tools.WhyNoSandbox(env)
 }
 
 type args struct {

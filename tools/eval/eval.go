@@ -177,7 +177,7 @@ func (t *Tool) Spec() tools.Spec {
     "description": {"type": "string", "minLength": 1, "description": "A 5-10 word label of what the cell does, for the transcript."},
     "language": {"type": "string", "enum": ["python", "javascript"], "description": "Kernel language (default python). Each language has its own kernel."},
     "reset": {"type": "boolean", "description": "Kill the kernel and start a clean one before running the code."},
-    "timeout_s": {"type": "number", "minimum": 1, "description": "Idle budget in seconds (default 300), not counting tool() calls."}
+    "timeout_s": {"type": "number", "minimum": 1, "maximum": 604800, "description": "Idle budget in seconds (default 300), not counting tool() calls."}
   },
   "required": ["code", "description"],
   "additionalProperties": false

@@ -66,6 +66,8 @@ func (t *patchTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	if conn == nil {
 		return deref(res), err
 	}
+	fctx, cancel := t.c.fileCtx(ctx)
+	defer cancel()
 	states := map[string]*fileState{}
 	var order []string // touched paths, first-touch order
 	load := func(p string) (*fileState, *tools.Result, error) {
@@ -78,10 +80,14 @@ func (t *patchTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 			return s, nil, nil
 		}
 		s := &fileState{abs: abs}
-		f, err := conn.Agent.ReadFile(ctx, &proto.ReadFileRequest{Root: conn.Workspace, Path: abs, MaxBytes: t.c.maxFileBytes})
+		f, err := conn.Agent.ReadFile(fctx, &proto.ReadFileRequest{Root: conn.Workspace, Path: abs, MaxBytes: t.c.maxFileBytes})
 		switch {
 		case errors.Is(err, errdefs.ErrNotFound):
 		case err != nil:
+			if fileTimedOut(ctx, fctx) {
+				r, _ := t.c.failFile(ctx, fctx, err, "apply_patch's read of "+abs, "nothing was written")
+				return nil, &r, nil
+			}
 			r, gerr := fail(err)
 			if gerr == nil {
 				r = tools.Error(r.Content[0].Text + "; nothing was written")
@@ -173,7 +179,10 @@ func (t *patchTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	if t.c.beforeWrite != nil {
 		t.c.beforeWrite()
 	}
-	if err := conn.Agent.WriteFiles(ctx, &proto.WriteFilesRequest{Root: conn.Workspace, Files: writes}); err != nil {
+	if err := conn.Agent.WriteFiles(fctx, &proto.WriteFilesRequest{Root: conn.Workspace, Files: writes}); err != nil {
+		if fileTimedOut(ctx, fctx) {
+			return t.c.failFile(ctx, fctx, err, "apply_patch's write", "the files hold either all their old contents or all the patched ones; read them before retrying")
+		}
 		r, gerr := fail(err)
 		if gerr == nil {
 			r = tools.Error(r.Content[0].Text + "; nothing was written")

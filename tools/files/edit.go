@@ -62,9 +62,11 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	if msg != "" {
 		return tools.Error(msg), nil
 	}
-	file, err := conn.Agent.ReadFile(ctx, &proto.ReadFileRequest{Root: conn.Workspace, Path: abs, MaxBytes: t.c.maxFileBytes})
+	fctx, cancel := t.c.fileCtx(ctx)
+	defer cancel()
+	file, err := conn.Agent.ReadFile(fctx, &proto.ReadFileRequest{Root: conn.Workspace, Path: abs, MaxBytes: t.c.maxFileBytes})
 	if err != nil {
-		return fail(err)
+		return t.c.failFile(ctx, fctx, err, "the edit of "+abs, "nothing was written; retry, or look at the file with shell")
 	}
 	if file.Truncated {
 		return tools.Error(fmt.Sprintf("%s has %d bytes, more than the %d bytes edit can handle; change it with shell (e.g. sed)", abs, file.Size, t.c.maxFileBytes)), nil
@@ -80,11 +82,11 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	if t.c.beforeWrite != nil {
 		t.c.beforeWrite()
 	}
-	err = conn.Agent.WriteFiles(ctx, &proto.WriteFilesRequest{Root: conn.Workspace, Files: []proto.WriteFile{
+	err = conn.Agent.WriteFiles(fctx, &proto.WriteFilesRequest{Root: conn.Workspace, Files: []proto.WriteFile{
 		{Path: abs, Data: []byte(out), ExpectSHA256: hex.EncodeToString(sum[:])},
 	}})
 	if err != nil {
-		return fail(err)
+		return t.c.failFile(ctx, fctx, err, "the edit of "+abs, "the file holds either its old content or the edited one; read it before retrying")
 	}
 	return afterWrite(ctx, env, conn, tools.Text(fmt.Sprintf("edited %s: %s", abs, summary)), []string{abs}), nil
 }

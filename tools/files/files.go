@@ -7,8 +7,10 @@ package files
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -22,6 +24,7 @@ type config struct {
 	shellMax       time.Duration // largest timeout_s accepted
 	shellOutput    int           // bytes kept of each of stdout and stderr
 	patchFuzzLines int           // how far a hunk may have moved from its stated line
+	fileTimeout    time.Duration // deadline of one call's file operations in the sandbox
 	// beforeWrite runs between the read and the write of edit and
 	// apply_patch; tests use it to change a file in that window.
 	beforeWrite func()
@@ -52,6 +55,12 @@ func WithShellTimeouts(def, max time.Duration) Option {
 // from the head, half from the tail).
 func WithShellOutputBytes(n int) Option { return func(c *config) { c.shellOutput = n } }
 
+// WithFileTimeout sets the deadline of the file operations of one read,
+// write, edit or apply_patch call (60 s). A call whose sandbox does not
+// answer (a stuck file system, a frozen container) ends then with a
+// sentence, and so frees the conversation's queue for the calls behind it.
+func WithFileTimeout(d time.Duration) Option { return func(c *config) { c.fileTimeout = d } }
+
 // WithPatchFuzz sets how many lines away from its stated position a hunk may
 // be found (50). Content is never fuzzed.
 func WithPatchFuzz(lines int) Option { return func(c *config) { c.patchFuzzLines = lines } }
@@ -66,6 +75,7 @@ func newConfig(opts []Option) *config {
 		shellMax:       600 * time.Second,
 		shellOutput:    32 << 10,
 		patchFuzzLines: 50,
+		fileTimeout:    60 * time.Second,
 	}
 	for _, o := range opts {
 		o(c)
@@ -89,6 +99,13 @@ var (
 
 func available(env *tools.Env) bool { return tools.HasSandbox(env) }
 
+// Why (tools.Explainer): every file tool stands on the sandbox.
+func (t *readTool) Why(env *tools.Env) string  { return tools.WhyNoSandbox(env) }
+func (t *writeTool) Why(env *tools.Env) string { return tools.WhyNoSandbox(env) }
+func (t *editTool) Why(env *tools.Env) string  { return tools.WhyNoSandbox(env) }
+func (t *patchTool) Why(env *tools.Env) string { return tools.WhyNoSandbox(env) }
+func (t *shellTool) Why(env *tools.Env) string { return tools.WhyNoSandbox(env) }
+
 func connect(ctx context.Context, env *tools.Env) (*tools.SandboxConn, *tools.Result, error) {
 	return tools.Connect(ctx, env)
 }
@@ -102,4 +119,29 @@ func afterWrite(ctx context.Context, env *tools.Env, conn *tools.SandboxConn, re
 	}
 	res.Content = append(res.Content, env.AfterWrite(ctx, conn, paths)...)
 	return res
+}
+
+// fileCtx bounds a call's file operations by the file timeout; the
+// diagnostics after a write keep the call's own context.
+func (c *config) fileCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.fileTimeout)
+}
+
+// failFile is fail for an error of a file operation made under fctx: when
+// the file timeout (not the caller) ended it, the sentence says so and
+// what became of the call.
+func (c *config) failFile(ctx, fctx context.Context, err error, what, outcome string) (tools.Result, error) {
+	if errors.Is(err, errdefs.ErrDeadlineExceeded) && fileTimedOut(ctx, fctx) {
+		return tools.ErrorFrom(errdefs.DeadlineExceeded("%s did not finish within %s: the sandbox did not answer (its file system or container may be stuck); %s", what, c.fileTimeout, outcome)), nil
+	}
+	return fail(err)
+}
+
+// fileTimedOut reports whether fctx's file timeout, not the caller's
+// context, ended the operation. The deadline is compared rather than
+// fctx.Err() read: the agent's stream deadline may fire a moment before
+// the context's timer does.
+func fileTimedOut(ctx, fctx context.Context) bool {
+	dl, ok := fctx.Deadline()
+	return ok && !time.Now().Before(dl) && ctx.Err() == nil
 }

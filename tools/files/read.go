@@ -30,7 +30,7 @@ func (t *readTool) Spec() tools.Spec {
   "type": "object",
   "properties": {
     "path":   {"type": "string", "minLength": 1, "description": "File to read: relative to the working directory, or absolute inside the workspace."},
-    "offset": {"type": "integer", "minimum": 1, "description": "1-based line number to start at (default 1)."},
+    "offset": {"type": "integer", "minimum": 1, "maximum": 2147483647, "description": "1-based line number to start at (default 1)."},
     "limit":  {"type": "integer", "minimum": 1, "maximum": %d, "description": "How many lines to return (default and maximum %d)."}
   },
   "required": ["path"],
@@ -60,16 +60,18 @@ func (t *readTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	if msg != "" {
 		return tools.Error(msg), nil
 	}
-	resp, err := conn.Agent.ReadFile(ctx, &proto.ReadFileRequest{Root: conn.Workspace, Path: abs, MaxBytes: t.c.maxFileBytes})
+	fctx, cancel := t.c.fileCtx(ctx)
+	defer cancel()
+	resp, err := conn.Agent.ReadFile(fctx, &proto.ReadFileRequest{Root: conn.Workspace, Path: abs, MaxBytes: t.c.maxFileBytes})
 	if errors.Is(err, errdefs.ErrInvalidArgument) {
 		// The agent's sentence for a directory names its own walk op; the
 		// model lists directories with shell.
-		if st, serr := conn.Agent.Stat(ctx, &proto.StatRequest{Root: conn.Workspace, Path: abs}); serr == nil && st.IsDir {
+		if st, serr := conn.Agent.Stat(fctx, &proto.StatRequest{Root: conn.Workspace, Path: abs}); serr == nil && st.IsDir {
 			return tools.Error(fmt.Sprintf("%s is a directory, not a file; list it with shell (for example ls -la)", abs)), nil
 		}
 	}
 	if err != nil {
-		return fail(err)
+		return t.c.failFile(ctx, fctx, err, "the read of "+abs, "nothing was read; retry, or look at the file with shell")
 	}
 	return formatRead(abs, resp.Data, resp.Size, resp.Truncated, a.Offset, a.Limit, t.c), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +21,9 @@ func (t *shellTool) Spec() tools.Spec {
 		Description: fmt.Sprintf("Run a shell command in the sandbox (bash when the sandbox has it, else sh) and wait for it. "+
 			"Returns the exit status and the command's stdout and stderr; each keeps at most %d bytes (the head and the tail, "+
 			"with the number of bytes left out in between). The command runs in the run's working directory unless workdir "+
-			"is given, and is killed with its whole process group after timeout_s seconds (default %d, at most %d). "+
+			"is given. After timeout_s seconds (default %d, at most %d) it is killed with every process it started. "+
+			"Processes it leaves running in the background (cmd &, nohup, daemons) keep running after it exits until "+
+			"timeout_s has passed since the call began, then they are killed too; what they print after the command exits is not shown. "+
 			"Nothing is kept between calls (no cd, no variables); stdin is empty, so interactive programs fail.",
 			t.c.shellOutput, def, max),
 		Level:        tools.LevelExec,
@@ -94,10 +97,13 @@ func (t *shellTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 
 // formatExec renders an exec result for the model. A non-zero exit is not
 // an is_error result — the model reads the status like a person would — but
-// a timeout is, since the command did not finish.
+// a timeout is, since the command did not finish, and so is a kill for the
+// sandbox's pid reserve.
 func formatExec(r *proto.ExecResponse, timeout time.Duration, capBytes int) tools.Result {
 	var b strings.Builder
 	switch {
+	case r.TimedOut && r.Killed > 0:
+		fmt.Fprintf(&b, "timed out after %s; the command and every process it started were killed (%s)", timeout, processes(r.Killed))
 	case r.TimedOut:
 		fmt.Fprintf(&b, "timed out after %s; the command and its process group were killed", timeout)
 	case r.Signal != "":
@@ -105,11 +111,45 @@ func formatExec(r *proto.ExecResponse, timeout time.Duration, capBytes int) tool
 	default:
 		fmt.Fprintf(&b, "exit status %d", r.ExitCode)
 	}
+	switch {
+	case r.OutOfPids:
+		fmt.Fprintf(&b, "\nthe sandbox ran out of processes")
+		if r.PidsLimit > 0 {
+			fmt.Fprintf(&b, " (%d of %d in use; %d are kept free for the sandbox's own tools)", r.PidsInUse, r.PidsLimit, r.PidsReserve)
+		}
+		fmt.Fprintf(&b, ", so every process this command started was killed (%s); look for a command that forks without end", processes(r.Killed))
+	case r.Left > 0 && !r.TimedOut:
+		fmt.Fprintf(&b, "\nthe command left %s running in the background (%s); they run until this call's timeout of %s has passed since it began (%s), then they are killed; give a larger timeout_s to keep them longer",
+			processes(r.Left), pidList(r.LeftPIDs, r.Left), timeout, r.LeftUntil.UTC().Format(time.TimeOnly+" UTC"))
+	}
 	section(&b, "stdout", r.Stdout, r.StdoutOmitted, capBytes)
 	section(&b, "stderr", r.Stderr, r.StderrOmitted, capBytes)
 	res := tools.Text(b.String())
-	res.IsError = r.TimedOut
+	res.IsError = r.TimedOut || r.OutOfPids
 	return res
+}
+
+func processes(n int) string {
+	if n == 1 {
+		return "1 process"
+	}
+	return fmt.Sprintf("%d processes", n)
+}
+
+// pidList names the pids the agent listed and says how many it did not.
+func pidList(pids []int, total int) string {
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(p)
+	}
+	out := "pid " + strings.Join(s, ", ")
+	if total > 1 {
+		out = "pids " + strings.Join(s, ", ")
+	}
+	if total > len(pids) {
+		out += fmt.Sprintf(" and %d more", total-len(pids))
+	}
+	return out
 }
 
 // section writes one output stream. The agent keeps the first capBytes/2

@@ -53,11 +53,13 @@ func (t *writeTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	if strings.HasSuffix(a.Path, "/") {
 		return tools.Error(fmt.Sprintf("path %q ends in /, so it names a directory; give a file name", a.Path)), nil
 	}
-	err = conn.Agent.WriteFiles(ctx, &proto.WriteFilesRequest{Root: conn.Workspace, Files: []proto.WriteFile{
+	fctx, cancel := t.c.fileCtx(ctx)
+	defer cancel()
+	err = conn.Agent.WriteFiles(fctx, &proto.WriteFilesRequest{Root: conn.Workspace, Files: []proto.WriteFile{
 		{Path: abs, Data: []byte(a.Content), MkdirAll: true},
 	}})
 	if err != nil {
-		return fail(err)
+		return t.c.failFile(ctx, fctx, err, "the write of "+abs, "the file holds either its old content or the new one; read it before retrying")
 	}
 	res2 := tools.Text(fmt.Sprintf("wrote %d bytes (%d lines) to %s", len(a.Content), countLines(a.Content), abs))
 	return afterWrite(ctx, env, conn, res2, []string{abs}), nil

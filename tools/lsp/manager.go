@@ -95,6 +95,16 @@ func (m *Manager) available(env *tools.Env) bool {
 	return m.cfg.enabled && env != nil && env.Run != nil && env.Run.Workdir != ""
 }
 
+func (m *Manager) why(env *tools.Env) string {
+	switch {
+	case m.available(env):
+		return ""
+	case !m.cfg.enabled:
+		return "language-server supervision is off; only an operator can turn it on (lsp.enabled in sandboxd's config)"
+	}
+	return "the run has no workdir for language servers to find their project roots from; create the run with a workdir under /workspace"
+}
+
 // supervisor returns the sandbox's supervisor, creating it on first use.
 // A supervisor bound to an older agent session is replaced: the servers it
 // spoke to are unreachable through the new session's streams until

@@ -28,7 +28,7 @@ func (t *renameTool) Spec() tools.Spec {
   "type": "object",
   "properties": {
     "file":     {"type": "string", "minLength": 1, "description": "File with an occurrence of the symbol, relative to the working directory or absolute inside the workspace."},
-    "line":     {"type": "integer", "minimum": 1, "description": "1-based line of that occurrence."},
+    "line":     {"type": "integer", "minimum": 1, "maximum": 2147483647, "description": "1-based line of that occurrence."},
     "symbol":   {"type": "string", "minLength": 1, "description": "The current name as written on that line; \"name#2\" picks its second occurrence."},
     "new_name": {"type": "string", "minLength": 1, "description": "The new name."}
   },
@@ -39,6 +39,9 @@ func (t *renameTool) Spec() tools.Spec {
 }
 
 func (t *renameTool) Available(env *tools.Env) bool { return t.m.available(env) }
+
+// Why (tools.Explainer): as for lsp.
+func (t *renameTool) Why(env *tools.Env) string { return t.m.why(env) }
 
 func (t *renameTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (tools.Result, error) {
 	var a struct {

@@ -36,7 +36,7 @@ func (t *lspTool) Spec() tools.Spec {
   "properties": {
     "action": {"type": "string", "enum": ["diagnostics", "definition", "type_definition", "implementation", "references", "hover", "symbols", "code_actions", "status", "reload"], "description": "What to ask."},
     "file":   {"type": "string", "minLength": 1, "description": "Source file, relative to the working directory or absolute inside the workspace; \"*\" with diagnostics checks the whole project."},
-    "line":   {"type": "integer", "minimum": 1, "description": "1-based line number in file."},
+    "line":   {"type": "integer", "minimum": 1, "maximum": 2147483647, "description": "1-based line number in file."},
     "symbol": {"type": "string", "minLength": 1, "description": "The name as written on that line (never a column); \"name#2\" picks its second occurrence on the line."},
     "query":  {"type": "string", "description": "With symbols: a workspace symbol search instead of a file outline."}
   },
@@ -47,6 +47,10 @@ func (t *lspTool) Spec() tools.Spec {
 }
 
 func (t *lspTool) Available(env *tools.Env) bool { return t.m.available(env) }
+
+// Why (tools.Explainer): supervision is on (the tool is registered), so
+// only the run's workdir can be missing.
+func (t *lspTool) Why(env *tools.Env) string { return t.m.why(env) }
 
 type lspArgs struct {
 	Action string  `json:"action"`
@@ -100,7 +104,7 @@ func result(out string, err error) (tools.Result, error) {
 		errdefs.ErrResourceExhausted, errdefs.ErrUnavailable, errdefs.ErrDeadlineExceeded,
 	} {
 		if errors.Is(err, class) {
-			return tools.Error(err.Error()), nil
+			return tools.ErrorFrom(err), nil
 		}
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

@@ -6,7 +6,10 @@
 //
 // A schema is compiled once at registration; Validate then answers with one
 // sentence that names the offending field, because that sentence goes
-// straight to the model that made the call.
+// straight to the model that made the call. Everything Validate accepts can
+// be decoded into the Go types tools use: an integer is bounded to int64 and
+// a number to float64 even where the schema sets no bound, and Normalize
+// rewrites an integer spelled 3.0 or 1e2 as 3 or 100.
 package schema
 
 import (
@@ -29,8 +32,9 @@ type Schema struct {
 	closed      bool // additionalProperties: false
 	enum        []any
 	items       *Schema
-	minimum     *big.Float
+	minimum     *big.Float // as declared; nil when not
 	maximum     *big.Float
+	bounds      bounds // what a number must lie within: declared, else what Go can hold
 	minLength   *int
 	maxLength   *int
 	minItems    *int
@@ -130,6 +134,10 @@ func compile(v any, at string) (*Schema, error) {
 			return nil, errdefs.InvalidArgument("%s requires %q but does not declare it in properties", at, r)
 		}
 	}
+	if s.minimum != nil && s.maximum != nil && s.minimum.Cmp(s.maximum) > 0 {
+		return nil, errdefs.InvalidArgument("%s.minimum is greater than its maximum", at)
+	}
+	s.bounds = newBounds(s)
 	return s, nil
 }
 

@@ -20,24 +20,48 @@ import (
 // Empty args are not special here: callers that treat an empty body as {}
 // say so before calling.
 func (s *Schema) Validate(args json.RawMessage) error {
+	_, err := s.Normalize(args)
+	return err
+}
+
+// Normalize validates args like Validate and returns them ready for
+// json.Unmarshal into the tool's Go types: args itself, or, when an integer
+// argument was spelled with a fraction or an exponent (3.0, 1e2, which
+// encoding/json refuses to put in an int), a re-encoding with plain integers.
+func (s *Schema) Normalize(args json.RawMessage) (json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return errdefs.InvalidArgument("%s", syntaxSentence(err, args))
+		return nil, errdefs.InvalidArgument("%s", syntaxSentence(err, args))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return errdefs.InvalidArgument("arguments are not valid JSON: unexpected data after the value at byte offset %d; send exactly one JSON object", dec.InputOffset())
+		return nil, errdefs.InvalidArgument("arguments are not valid JSON: unexpected data after the value at byte offset %d; send exactly one JSON object", dec.InputOffset())
 	}
 	if s.allows("object") && len(s.types) == 1 {
 		if _, ok := v.(map[string]any); !ok {
-			return errdefs.InvalidArgument("arguments must be a JSON object, got %s", describe(v))
+			return nil, errdefs.InvalidArgument("arguments must be a JSON object, got %s", describe(v))
 		}
 	}
-	if msg := s.check(v, ""); msg != "" {
-		return errdefs.InvalidArgument("%s", msg)
+	w := &walk{}
+	if msg := s.check(v, "", w); msg != "" {
+		return nil, errdefs.InvalidArgument("%s", msg)
 	}
-	return nil
+	if !w.rewritten {
+		return args, nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, errdefs.Internal("arguments could not be re-encoded: %v", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// walk is what one validation pass found besides errors.
+type walk struct {
+	rewritten bool // an integer was rewritten in place (see Normalize)
 }
 
 func syntaxSentence(err error, doc []byte) string {
@@ -58,7 +82,7 @@ func syntaxSentence(err error, doc []byte) string {
 
 // check returns "" when v is valid, otherwise the sentence. at is the field
 // path ("" for the top level).
-func (s *Schema) check(v any, at string) string {
+func (s *Schema) check(v any, at string, w *walk) string {
 	if len(s.types) > 0 && !s.typeOK(v) {
 		return fmt.Sprintf("%s must be %s, got %s", subject(at), typeNames(s.types), describe(v))
 	}
@@ -67,9 +91,9 @@ func (s *Schema) check(v any, at string) string {
 	}
 	switch t := v.(type) {
 	case map[string]any:
-		return s.checkObject(t, at)
+		return s.checkObject(t, at, w)
 	case []any:
-		return s.checkArray(t, at)
+		return s.checkArray(t, at, w)
 	case string:
 		n := utf8.RuneCountInString(t)
 		if s.minLength != nil && n < *s.minLength {
@@ -82,26 +106,31 @@ func (s *Schema) check(v any, at string) string {
 			return fmt.Sprintf("%s must be at most %d characters long, got %d", subject(at), *s.maxLength, n)
 		}
 	case json.Number:
-		f, _, err := big.ParseFloat(string(t), 10, 128, big.ToNearestEven)
-		if err != nil {
-			return fmt.Sprintf("%s is not a usable number: %s", subject(at), clip(string(t), 40))
-		}
-		if s.minimum != nil && f.Cmp(s.minimum) < 0 {
-			return fmt.Sprintf("%s must be at least %s, got %s", subject(at), s.minimum.Text('g', -1), clip(string(t), 40))
-		}
-		if s.maximum != nil && f.Cmp(s.maximum) > 0 {
-			return fmt.Sprintf("%s must be at most %s, got %s", subject(at), s.maximum.Text('g', -1), clip(string(t), 40))
-		}
+		return s.bounds.check(t, at)
 	}
 	return ""
 }
 
-func (s *Schema) checkObject(m map[string]any, at string) string {
+// canonical returns v rewritten as a plain integer when the schema wants an
+// integer and v spells one otherwise (3.0, 1e2).
+func (s *Schema) canonical(v any) (json.Number, bool) {
+	n, ok := v.(json.Number)
+	if !ok || !s.allows("integer") || s.allows("number") || plainInt(n) {
+		return "", false
+	}
+	return canonicalInt(n)
+}
+
+func (s *Schema) checkObject(m map[string]any, at string, w *walk) string {
+	var missing []string
 	for _, r := range s.required {
 		if _, ok := m[r]; !ok {
-			return fmt.Sprintf("missing required argument %q", join(at, r))
+			missing = append(missing, r)
 		}
 	}
+	// Unknown arguments are named before missing ones: {"file": "x"} for a
+	// tool that takes path is one misspelt argument, and "missing path"
+	// alone would leave the model guessing what was wrong with file.
 	if s.closed {
 		var unknown []string
 		for k := range m {
@@ -111,20 +140,11 @@ func (s *Schema) checkObject(m map[string]any, at string) string {
 		}
 		if len(unknown) > 0 {
 			slices.Sort(unknown)
-			known := "it takes none"
-			if len(s.order) > 0 {
-				known = "known: " + joinNames(s.order)
-			}
-			word := "argument"
-			if len(unknown) > 1 {
-				word = "arguments"
-			}
-			quoted := make([]string, len(unknown))
-			for i, u := range unknown {
-				quoted[i] = strconv.Quote(join(at, u))
-			}
-			return fmt.Sprintf("unknown %s %s (%s)", word, strings.Join(quoted, ", "), known)
+			return s.unknownSentence(m, at, unknown, missing)
 		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("missing required argument %q", join(at, missing[0]))
 	}
 	// Declared order first, so the first problem reported is the first one
 	// the author listed.
@@ -133,14 +153,80 @@ func (s *Schema) checkObject(m map[string]any, at string) string {
 		if !ok {
 			continue
 		}
-		if msg := s.properties[name].check(val, join(at, name)); msg != "" {
+		p := s.properties[name]
+		if msg := p.check(val, join(at, name), w); msg != "" {
 			return msg
+		}
+		if n, ok := p.canonical(val); ok {
+			m[name], w.rewritten = n, true
 		}
 	}
 	return ""
 }
 
-func (s *Schema) checkArray(list []any, at string) string {
+// unknownSentence names the unknown arguments, what each most likely meant
+// (among the declared arguments not given), the known ones, and the
+// required ones still missing that no suggestion covers.
+func (s *Schema) unknownSentence(m map[string]any, at string, unknown, missing []string) string {
+	var free []string
+	for _, name := range s.order {
+		if _, given := m[name]; !given {
+			free = append(free, name)
+		}
+	}
+	// A call may carry any number of keys of any length: the sentence names
+	// the first few, each clipped.
+	const maxNamed = 5
+	var quoted, meant []string
+	covered := map[string]bool{}
+	for _, u := range unknown[:min(len(unknown), maxNamed)] {
+		name := quoteClip(join(at, u), 64)
+		quoted = append(quoted, name)
+		c := suggest(u, slices.DeleteFunc(slices.Clone(free), func(f string) bool { return covered[f] }))
+		if c == "" {
+			continue
+		}
+		covered[c] = true
+		if len(unknown) == 1 {
+			meant = append(meant, strconv.Quote(join(at, c)))
+		} else {
+			meant = append(meant, fmt.Sprintf("%q for %s", join(at, c), name))
+		}
+	}
+	if n := len(unknown) - maxNamed; n > 0 {
+		quoted = append(quoted, fmt.Sprintf("and %d more", n))
+	}
+	word := "argument"
+	if len(unknown) > 1 {
+		word = "arguments"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "unknown %s %s", word, strings.Join(quoted, ", "))
+	if len(meant) > 0 {
+		fmt.Fprintf(&b, "; did you mean %s?", strings.Join(meant, " and "))
+	}
+	if len(s.order) > 0 {
+		fmt.Fprintf(&b, " (known: %s)", joinNames(s.order))
+	} else {
+		b.WriteString(" (it takes none)")
+	}
+	var still []string
+	for _, r := range missing {
+		if !covered[r] {
+			still = append(still, strconv.Quote(join(at, r)))
+		}
+	}
+	switch len(still) {
+	case 0:
+	case 1:
+		fmt.Fprintf(&b, "; the required argument %s is missing", still[0])
+	default:
+		fmt.Fprintf(&b, "; the required arguments %s are missing", strings.Join(still, ", "))
+	}
+	return b.String()
+}
+
+func (s *Schema) checkArray(list []any, at string, w *walk) string {
 	if s.minItems != nil && len(list) < *s.minItems {
 		return fmt.Sprintf("%s must have at least %d items, got %d", subject(at), *s.minItems, len(list))
 	}
@@ -149,8 +235,11 @@ func (s *Schema) checkArray(list []any, at string) string {
 	}
 	if s.items != nil {
 		for i, e := range list {
-			if msg := s.items.check(e, fmt.Sprintf("%s[%d]", at, i)); msg != "" {
+			if msg := s.items.check(e, fmt.Sprintf("%s[%d]", at, i), w); msg != "" {
 				return msg
+			}
+			if n, ok := s.items.canonical(e); ok {
+				list[i], w.rewritten = n, true
 			}
 		}
 	}
@@ -198,6 +287,9 @@ func (s *Schema) typeOK(v any) bool {
 // isInteger accepts 3 and 3.0 (JSON Schema counts values, not spellings) and
 // refuses 3.5. big.Float keeps a huge exponent cheap.
 func isInteger(n json.Number) bool {
+	if plainInt(n) {
+		return true
+	}
 	f, _, err := big.ParseFloat(string(n), 10, 128, big.ToNearestEven)
 	return err == nil && f.IsInt()
 }

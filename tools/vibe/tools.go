@@ -36,6 +36,20 @@ func Tools(m *Manager) []tools.Tool {
 // when workers are configured).
 func available(env *tools.Env) bool { return env != nil && env.Run != nil && env.Run.Vibe }
 
+// whyNot is the reason of all five for a run without vibe (tools.Explainer).
+func whyNot(env *tools.Env) string {
+	if available(env) {
+		return ""
+	}
+	return `the run was created without "vibe": true; create a run with "vibe": true to start background workers`
+}
+
+func (t *spawnTool) Why(env *tools.Env) string { return whyNot(env) }
+func (t *sendTool) Why(env *tools.Env) string  { return whyNot(env) }
+func (t *waitTool) Why(env *tools.Env) string  { return whyNot(env) }
+func (t *killTool) Why(env *tools.Env) string  { return whyNot(env) }
+func (t *listTool) Why(env *tools.Env) string  { return whyNot(env) }
+
 func spec(name, desc, schema string) tools.Spec {
 	return tools.Spec{Name: name, Description: desc, Level: tools.LevelRead, ParallelSafe: true, InputSchema: json.RawMessage(schema)}
 }
@@ -45,7 +59,7 @@ func spec(name, desc, schema string) tools.Spec {
 func toolErr(err error) (tools.Result, error) {
 	switch errdefs.Code(err) {
 	case "invalid_argument", "not_found", "resource_exhausted", "unavailable", "failed_precondition":
-		return tools.Error(err.Error()), nil
+		return tools.ErrorFrom(err), nil
 	}
 	return tools.Result{}, err
 }
