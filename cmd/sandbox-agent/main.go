@@ -3,7 +3,7 @@
 // (starting it when none runs); the daemon owns the processes sandboxd
 // spawns, so they outlive any one exec.
 //
-// Subcommands: attach, contain, daemon, dap-bridge, init, install, relay, version. attach, daemon and
+// Subcommands: attach, contain, daemon, dap-bridge, init, install, jail, relay, version. attach, daemon and
 // init take --socket (default $SANDBOXD_AGENT_SOCKET or
 // /tmp/.sandboxd-agent/agent.sock), --state-dir (where the daemon keeps its
 // commit journals; default "journal" beside the socket) and
@@ -33,6 +33,9 @@ commands:
             starts is killed at its timeout
   install   copy this binary to DEST; --links-down also takes every network
             interface but loopback down (needs NET_ADMIN)
+  jail      run a program confined on the host: its own uid and namespaces,
+            a read-only system, one scratch directory, limits (needs root;
+            --uid N --gid N --scratch DIR [--ro PATH]... -- PROGRAM ARGS...)
   relay     let a worker reach sandboxd: pair loopback connections with
             connections sandboxd opens to SOCKET
   version   print the version and protocol version
@@ -58,6 +61,8 @@ func main() {
 		code = runDAPBridge(args)
 	case "install":
 		code = runInstall(args)
+	case "jail":
+		code = runJail(args)
 	case "relay":
 		code = runRelay(args)
 	case "version", "--version", "-v":

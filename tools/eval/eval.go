@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/jail"
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -29,10 +31,19 @@ type Registry interface {
 }
 
 // HostAgent gives the agent that runs kernels of conversations without a
-// sandbox, and the host folder they live under.
+// sandbox, the host folder they live under, and the jail each runs in.
 type HostAgent interface {
 	Agent(ctx context.Context) (*agent.Client, error)
 	Root() string
+	// Jail is the confinement of owner's kernels (uid, limits), or why
+	// none can be made; the pool fills in the paths and the program.
+	Jail(owner string) (*jail.Spec, error)
+	// Started reports whether the agent may be running kernels (so ending
+	// a run need not start one only to find none).
+	Started() bool
+	// Release removes owner's scratch and frees its uid once its kernels
+	// are killed.
+	Release(owner string) error
 }
 
 // SandboxKernelRoot is where kernel programs are written inside a sandbox:
@@ -49,6 +60,7 @@ type config struct {
 	maxImages  int
 	interp     map[string]string
 	host       HostAgent
+	stateDir   string
 }
 
 // Option configures the eval tool.
@@ -84,12 +96,18 @@ func WithInterpreters(python, node string) Option {
 // Without it such conversations do not see eval.
 func WithHost(h HostAgent) Option { return func(c *config) { c.host = h } }
 
+// WithStateDir keeps where each conversation's kernels were started under
+// dir, so a kernel whose sandbox disappeared is reported after a restart
+// too. Without it that is remembered in memory only.
+func WithStateDir(dir string) Option { return func(c *config) { c.stateDir = dir } }
+
 // Tool is the eval tool. Close detaches from every kernel (they keep
 // running in their agents).
 type Tool struct {
-	reg  Registry
-	cfg  *config
-	pool *pool
+	reg    Registry
+	cfg    *config
+	pool   *pool
+	places *placeLog
 }
 
 var _ tools.Tool = (*Tool)(nil)
@@ -104,11 +122,31 @@ func New(reg Registry, opts ...Option) *Tool {
 	for _, o := range opts {
 		o(c)
 	}
-	return &Tool{reg: reg, cfg: c, pool: newPool(c.interp, c.startTO)}
+	return &Tool{reg: reg, cfg: c, pool: newPool(c.interp, c.startTO), places: newPlaceLog(c.stateDir)}
 }
 
 // Close detaches from the kernels.
 func (t *Tool) Close() { t.pool.closeAll() }
+
+// EndRun kills the host kernels of run's conversation (of the run itself
+// when it has none), removes their scratch and frees their uid: a host
+// kernel lives no longer than the runs that use it. The caller tells when
+// no other run of the conversation is left. Kernels in a sandbox stay:
+// they live as long as their sandbox.
+func (t *Tool) EndRun(ctx context.Context, run tools.Run) error {
+	if t.cfg.host == nil || !t.cfg.host.Started() {
+		return nil
+	}
+	c, err := t.cfg.host.Agent(ctx)
+	if err != nil {
+		return err
+	}
+	owner := ownerOf(run.Tenant, run.Conversation, run.ID)
+	if err := t.pool.killOwner(ctx, c, "host", owner); err != nil {
+		return err
+	}
+	return t.cfg.host.Release(owner)
+}
 
 // Languages lists the kernel languages eval offers (its schema's enum).
 func Languages() []string { return []string{"python", "javascript"} }
@@ -191,9 +229,24 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 
 	var k *kernel
 	head := []tools.Block{{Type: "text", Text: a.Description}}
+	// A kernel lives where it was started: one that is no longer there
+	// (its sandbox is gone, or the conversation got one) is reported once,
+	// never quietly replaced by a kernel in another environment.
+	if prev := t.places.get(p.owner); prev != "" && prev != p.key {
+		t.places.clear(p.owner)
+		if prev == "host" {
+			_ = t.EndRun(ctx, *runOf(env)) // best effort: they are never used again
+		}
+		if !a.Reset {
+			return tools.Result{IsError: true, Content: append(head, tools.Block{Type: "text", Text: movedNote(prev, p.key)})}, nil
+		}
+	}
 	if a.Reset {
 		k, err = t.pool.reset(ctx, p, a.Language)
 		if err != nil {
+			return modelError(err)
+		}
+		if err := t.places.set(p.owner, p.key); err != nil {
 			return modelError(err)
 		}
 		if strings.TrimSpace(a.Code) == "" {
@@ -208,6 +261,9 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 		if died != "" {
 			return tools.Result{IsError: true, Content: append(head, tools.Block{Type: "text", Text: died + ". " + notRun})}, nil
 		}
+	}
+	if err := t.places.set(p.owner, p.key); err != nil {
+		return modelError(err)
 	}
 
 	out := newOutput(t.cfg.streamCap, t.cfg.displayCap, t.cfg.maxImages)
@@ -282,14 +338,18 @@ const notRun = "This cell was not run; run it again if it does not depend on los
 
 // place finds where the conversation's kernels run.
 func (t *Tool) place(ctx context.Context, env *tools.Env) (*place, *tools.Result, error) {
-	run := env.Run
-	if run == nil {
-		run = &tools.Run{}
-	}
+	run := runOf(env)
 	owner := ownerOf(run.Tenant, run.Conversation, run.ID)
 	if env.HasSandbox && env.Sandbox != nil {
 		conn, err := env.Sandbox(ctx)
 		if err != nil {
+			// The sandbox went while sandboxd still had it (removed behind
+			// its back): say what that means for the kernels.
+			if prev := t.places.get(owner); sandboxOf(prev) != "" && errors.Is(err, errdefs.ErrNotFound) {
+				t.places.clear(owner)
+				r := tools.Error(goneBehind(prev, err, t.cfg.host != nil))
+				return nil, &r, nil
+			}
 			r, e := modelError(err)
 			return nil, &r, e
 		}
@@ -307,6 +367,11 @@ func (t *Tool) place(ctx context.Context, env *tools.Env) (*place, *tools.Result
 		return &place{key: "sandbox/" + conn.ID, agent: conn.Agent, root: SandboxKernelRoot, dir: dir, owner: owner}, nil, nil
 	}
 	if t.cfg.host == nil {
+		if prev := t.places.get(owner); sandboxOf(prev) != "" {
+			t.places.clear(owner)
+			r := tools.Error(goneNoHost(prev))
+			return nil, &r, nil
+		}
 		r := tools.Error("eval needs a sandbox for this conversation (host kernels are turned off); create a sandbox first")
 		return nil, &r, nil
 	}
@@ -316,7 +381,15 @@ func (t *Tool) place(ctx context.Context, env *tools.Env) (*place, *tools.Result
 		return nil, &r, e
 	}
 	root := t.cfg.host.Root()
-	return &place{key: "host", agent: c, root: path.Join(root, "programs"), dir: path.Join(root, "work", owner), host: true, owner: owner}, nil, nil
+	return &place{key: "host", agent: c, root: path.Join(root, "programs"), dir: path.Join(root, "work", owner), host: true, owner: owner,
+		jail: func() (*jail.Spec, error) { return t.cfg.host.Jail(owner) }}, nil, nil
+}
+
+func runOf(env *tools.Env) *tools.Run {
+	if env.Run == nil {
+		return &tools.Run{}
+	}
+	return env.Run
 }
 
 func deref(r *tools.Result) tools.Result {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/jail"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
@@ -24,7 +25,10 @@ const maxSocketPath = 100
 // a `sandbox-agent attach` child connected to an agent daemon whose socket
 // lies under the host-kernels folder. The daemon (started by attach when
 // none runs) outlives sandboxd, so host kernels survive a restart as
-// sandbox kernels do.
+// sandbox kernels do. Every host kernel runs confined (`sandbox-agent
+// jail`): a uid of its conversation's own, namespaces that show it only the
+// system directories and its conversation's scratch, and the limits of
+// Confinement.
 //
 // Goroutines: one waits for the attach child of the current session. Close
 // ends the session and waits for the child; the daemon and its kernels keep
@@ -33,6 +37,8 @@ type LocalAgent struct {
 	bin    string
 	root   string
 	socket string
+	limits Confinement
+	uids   *uidTable
 
 	// mu guards client and child.
 	mu     sync.Mutex
@@ -43,9 +49,61 @@ type LocalAgent struct {
 
 var _ HostAgent = (*LocalAgent)(nil)
 
+// Confinement is what a host kernel may use. Zero fields take the
+// defaults of DefaultConfinement.
+type Confinement struct {
+	// FirstUID and UIDCount are the uids given to conversations, one each.
+	FirstUID, UIDCount int
+	MemoryBytes        int64
+	Pids               int
+	CPUs               float64
+	FileBytes          int64
+	// Network keeps the host's network; by default a kernel has only its
+	// own loopback.
+	Network bool
+	// ReadOnly are more host paths a kernel sees read-only (an interpreter
+	// installed outside /usr).
+	ReadOnly []string
+}
+
+// DefaultConfinement: uids 900000 to 999999, 1 GiB of memory, 256
+// processes, one CPU, files up to 1 GiB, no network.
+var DefaultConfinement = Confinement{FirstUID: 900000, UIDCount: 100000, MemoryBytes: 1 << 30, Pids: 256, CPUs: 1, FileBytes: 1 << 30}
+
+func (c Confinement) withDefaults() Confinement {
+	d := DefaultConfinement
+	if c.FirstUID <= 0 {
+		c.FirstUID = d.FirstUID
+	}
+	if c.UIDCount <= 0 {
+		c.UIDCount = d.UIDCount
+	}
+	if c.MemoryBytes <= 0 {
+		c.MemoryBytes = d.MemoryBytes
+	}
+	if c.Pids <= 0 {
+		c.Pids = d.Pids
+	}
+	if c.CPUs <= 0 {
+		c.CPUs = d.CPUs
+	}
+	if c.FileBytes <= 0 {
+		c.FileBytes = d.FileBytes
+	}
+	return c
+}
+
+// LocalOption configures a LocalAgent.
+type LocalOption func(*LocalAgent)
+
+// WithConfinement sets what host kernels may use.
+func WithConfinement(c Confinement) LocalOption {
+	return func(l *LocalAgent) { l.limits = c.withDefaults() }
+}
+
 // NewLocalAgent keeps host kernels under root and talks to them through the
 // sandbox-agent binary bin.
-func NewLocalAgent(bin, root string) (*LocalAgent, error) {
+func NewLocalAgent(bin, root string, opts ...LocalOption) (*LocalAgent, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, err
@@ -62,11 +120,51 @@ func NewLocalAgent(bin, root string) (*LocalAgent, error) {
 		}
 		sock = filepath.Join(dir, "agent.sock")
 	}
-	return &LocalAgent{bin: bin, root: abs, socket: sock}, nil
+	l := &LocalAgent{bin: bin, root: abs, socket: sock, limits: DefaultConfinement}
+	for _, o := range opts {
+		o(l)
+	}
+	l.uids = newUIDTable(filepath.Join(abs, "uids.json"), l.limits.FirstUID, l.limits.UIDCount)
+	return l, nil
+}
+
+// Jail returns the confinement of owner's kernels: its uid and the limits.
+// Where no jail can be made (sandboxd is not root) it refuses: a host
+// kernel never runs unconfined.
+func (l *LocalAgent) Jail(owner string) (*jail.Spec, error) {
+	if err := jail.Check(); err != nil {
+		return nil, errdefs.FailedPrecondition("%v; eval runs only in a sandbox here: create one for this conversation", err)
+	}
+	uid, err := l.uids.get(owner)
+	if err != nil {
+		return nil, err
+	}
+	c := l.limits
+	return &jail.Spec{UID: uid, GID: uid, ReadOnly: append([]string(nil), c.ReadOnly...), Network: c.Network,
+		MemoryBytes: c.MemoryBytes, Pids: c.Pids, CPUs: c.CPUs, FileBytes: c.FileBytes}, nil
 }
 
 // Root is the host folder of kernel programs and working folders.
 func (l *LocalAgent) Root() string { return l.root }
+
+// Release removes owner's scratch and gives its uid back; its kernels are
+// gone (the caller killed them), and so is the state they held.
+func (l *LocalAgent) Release(owner string) error {
+	if err := os.RemoveAll(l.Scratch(owner)); err != nil {
+		return fmt.Errorf("cannot remove the host kernels' scratch of a conversation: %w", err)
+	}
+	return l.uids.release(owner)
+}
+
+// Scratch is the host folder owner's kernels may write (and work in).
+func (l *LocalAgent) Scratch(owner string) string { return filepath.Join(l.root, "work", owner) }
+
+// Started reports whether the host agent daemon was ever started here (its
+// socket exists).
+func (l *LocalAgent) Started() bool {
+	_, err := os.Stat(l.socket)
+	return err == nil
+}
 
 // Socket is the agent daemon's socket (tests stop the daemon through it).
 func (l *LocalAgent) Socket() string { return l.socket }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/agent/jail"
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/kernels"
@@ -21,6 +22,9 @@ import (
 const (
 	labelKernel = "sandboxd.kernel"       // the language
 	labelOwner  = "sandboxd.kernel.owner" // hash of tenant and conversation
+	// labelJail marks a host kernel that runs confined; a host kernel
+	// without it (started by an older sandboxd) is killed, never used.
+	labelJail = "sandboxd.kernel.jail"
 )
 
 // place is where one conversation's kernels run: its sandbox, or the host.
@@ -31,6 +35,8 @@ type place struct {
 	dir   string // the working directory of a new kernel
 	host  bool   // the host agent is shared by conversations, so names carry the owner
 	owner string
+	// jail gives a host kernel's confinement (host places only).
+	jail func() (*jail.Spec, error)
 }
 
 func (p *place) name(lang string) string {
@@ -60,13 +66,19 @@ type pool struct {
 	interp  map[string]string // language -> interpreter command
 	startTO time.Duration
 
-	// mu guards kernels.
+	// mu guards kernels and ended.
 	mu      sync.Mutex
 	kernels map[string]*kernel
+	// ended holds the process ids of kernels killed because their
+	// conversation's last run ended: their exit is no death to report.
+	ended map[string]bool
 }
 
+// maxEnded bounds ended; the agent forgets exited processes long before.
+const maxEnded = 4096
+
 func newPool(interp map[string]string, startTimeout time.Duration) *pool {
-	return &pool{interp: interp, startTO: startTimeout, kernels: map[string]*kernel{}}
+	return &pool{interp: interp, startTO: startTimeout, kernels: map[string]*kernel{}, ended: map[string]bool{}}
 }
 
 func poolKey(p *place, lang string) string { return p.key + "\x00" + p.owner + "\x00" + lang }
@@ -89,9 +101,13 @@ func (pl *pool) get(ctx context.Context, p *place, lang string) (k *kernel, died
 	}
 	var running, exited *proto.ProcessInfo
 	for i := range procs {
+		if p.host && procs[i].Running && procs[i].Labels[labelJail] == "" {
+			killProc(ctx, p.agent, procs[i].ID) // unconfined: never attach to it
+			continue
+		}
 		if procs[i].Running {
 			running = &procs[i]
-		} else {
+		} else if !pl.ended[procs[i].ID] {
 			exited = &procs[i]
 		}
 	}
@@ -146,14 +162,19 @@ func (pl *pool) killLocked(ctx context.Context, p *place, lang string) {
 		return
 	}
 	for _, pr := range procs {
-		if !pr.Running {
-			continue
+		if pr.Running {
+			killProc(ctx, p.agent, pr.ID)
 		}
-		_ = p.agent.Signal(ctx, &proto.SignalRequest{ID: pr.ID, Signal: "KILL", Group: true})
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, _ = p.agent.Wait(wctx, &proto.WaitRequest{ID: pr.ID, Timeout: 5 * time.Second})
-		cancel()
 	}
+}
+
+// killProc kills a kernel's process group (for a host kernel: its jail,
+// and with the jail's init its whole PID namespace) and waits for it.
+func killProc(ctx context.Context, c *agent.Client, id string) {
+	_ = c.Signal(ctx, &proto.SignalRequest{ID: id, Signal: "KILL", Group: true})
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, _ = c.Wait(wctx, &proto.WaitRequest{ID: id, Timeout: 5 * time.Second})
 }
 
 func (pl *pool) spawnLocked(ctx context.Context, p *place, lang string) (*kernel, error) {
@@ -186,14 +207,20 @@ func (pl *pool) spawnLocked(ctx context.Context, p *place, lang string) (*kernel
 		}
 	}
 	env := map[string]string{"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8", "MPLBACKEND": "module://sandboxd_mpl", "TERM": "dumb", "NO_COLOR": "1"}
-	info, err := p.agent.Spawn(ctx, &proto.SpawnRequest{
+	req := &proto.SpawnRequest{
 		Name:       p.name(lang),
 		Argv:       []string{pl.interp[lang], entry},
 		Dir:        p.dir,
 		Env:        env,
 		Labels:     p.labels(lang),
 		ExtraPipes: 1,
-	})
+	}
+	if p.host {
+		if err := confine(p, req, dir); err != nil {
+			return nil, err
+		}
+	}
+	info, err := p.agent.Spawn(ctx, req)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) {
 			return nil, errdefs.FailedPrecondition("the %s kernel cannot start: %v; %s must be installed where the kernel runs", lang, err, pl.interp[lang])
@@ -208,6 +235,9 @@ func (pl *pool) spawnLocked(ctx context.Context, p *place, lang string) (*kernel
 		k.close()
 		_ = p.agent.Signal(context.WithoutCancel(ctx), &proto.SignalRequest{ID: info.ID, Signal: "KILL", Group: true})
 		msg := strings.TrimSpace(string(k.takeFdOut()))
+		if why := jailWords(msg); why != "" {
+			return nil, errdefs.FailedPrecondition("the %s kernel cannot run on the host: %s; eval runs only in a sandbox here: create one for this conversation", lang, why)
+		}
 		if len(msg) > 2000 {
 			msg = "..." + msg[len(msg)-2000:]
 		}
@@ -268,4 +298,39 @@ func (pl *pool) live() map[string]int {
 		}
 	}
 	return out
+}
+
+// killOwner kills every kernel of owner the agent c runs (each language),
+// confined or not, and drops the attachments. It fails when the agent
+// cannot list them, or one is still running after its kill.
+func (pl *pool) killOwner(ctx context.Context, c *agent.Client, key, owner string) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for k, kern := range pl.kernels {
+		if strings.HasPrefix(k, key+"\x00"+owner+"\x00") {
+			kern.close()
+			delete(pl.kernels, k)
+		}
+	}
+	procs, err := c.List(ctx, &proto.ListRequest{Labels: map[string]string{labelOwner: owner}})
+	if err != nil {
+		return fmt.Errorf("cannot list the host kernels to stop them: %w", err)
+	}
+	for _, pr := range procs {
+		if pr.Labels[labelKernel] == "" {
+			continue
+		}
+		// This kernel, and those that died before it, are done with.
+		if len(pl.ended) >= maxEnded {
+			clear(pl.ended)
+		}
+		pl.ended[pr.ID] = true
+		if pr.Running {
+			killProc(ctx, c, pr.ID)
+			if info, err := c.Wait(ctx, &proto.WaitRequest{ID: pr.ID, Timeout: time.Second}); err != nil || info.Running {
+				return fmt.Errorf("the host kernel %s did not stop after its kill", pr.Name)
+			}
+		}
+	}
+	return nil
 }
