@@ -183,7 +183,14 @@ func containerOf(ctx context.Context, e *env, conv string) (string, error) {
 // openPipe attaches a second agent session to the sandbox, with no manager
 // and no HTTP in between: the floor that sandboxd's read cannot go under.
 func openPipe(ctx context.Context, e *env, sandboxID string) (*agent.Client, error) {
-	b, err := docker.New(docker.WithAgentBinary(e.opts.agentBin), docker.WithClient(e.docker))
+	// The backend works for the daemon's deployment, or it would not see
+	// the daemon's sandbox at all.
+	cj, err := e.docker.ContainerInspect(ctx, docker.NamePrefix+sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("inspect the sandbox's container: %w", err)
+	}
+	dep := sandbox.Deployment{Name: cj.Config.Labels[sandbox.LabelDeployment]}
+	b, err := docker.New(docker.WithAgentBinary(e.opts.agentBin), docker.WithClient(e.docker), docker.WithDeployment(dep))
 	if err != nil {
 		return nil, err
 	}
