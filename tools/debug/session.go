@@ -75,6 +75,7 @@ type session struct {
 	debuggeePID int
 	out         []byte
 	outDropped  int
+	ids         handedIDs
 }
 
 func newSession(id, adapter string, ag *agent.Client) *session {
@@ -103,6 +104,9 @@ func (s *session) Event(m *dap.Message) {
 		s.mu.Lock()
 		s.stop = &b
 		s.bumpLocked()
+		if b.ThreadId != 0 {
+			s.idsCurrentLocked().threads[b.ThreadId] = true
+		}
 		s.mu.Unlock()
 	case "continued":
 		s.mu.Lock()
