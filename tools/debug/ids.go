@@ -17,8 +17,10 @@ const maxListedIDs = 20
 // an id they never issued in their own ways (lldb answers a made-up
 // frame's scopes, delve evaluates in the top frame, debugpy has dropped
 // its session), so an id is checked here and never sent when unknown.
-// Frames and variable references belong to one stop (DAP invalidates them
-// when the program resumes); threads live until they end.
+// All of them belong to one stop: DAP invalidates frames and references
+// when the program resumes, and threads end meanwhile (delve's goroutines
+// come and go without thread events), so an id not seen since the stop
+// is checked against a fresh threads answer.
 type handedIDs struct {
 	stop    *godap.StoppedEventBody // the stop frames and refs belong to
 	frames  map[int]string          // frame id -> function name
@@ -32,10 +34,10 @@ type handedIDs struct {
 func (s *session) idsCurrentLocked() *handedIDs {
 	h := &s.ids
 	if h.frames == nil || h.stop != s.stop {
-		h.stop, h.frames, h.order, h.refs = s.stop, map[int]string{}, nil, map[int]bool{}
-	}
-	if h.threads == nil {
-		h.threads = map[int]bool{}
+		h.stop, h.frames, h.order, h.refs, h.threads = s.stop, map[int]string{}, nil, map[int]bool{}, map[int]bool{}
+		if s.stop != nil && s.stop.ThreadId != 0 {
+			h.threads[s.stop.ThreadId] = true
+		}
 	}
 	return h
 }
@@ -107,9 +109,9 @@ func (s *session) checkRef(ref int) error {
 	return userf("reference %d was not handed out by this session since the program last stopped; valid references: %s%s. They come from scopes, variables ([ref N]) and evaluate.", ref, sortedIDs(h.refs), more(len(h.refs)))
 }
 
-// checkThread refuses a thread id the adapter has not listed; an unknown
-// one is looked up once more with a threads request (threads start
-// without telling us), which carries no id.
+// checkThread refuses a thread id the adapter has not named since the
+// last stop; an unknown one is looked up once more with a threads request
+// (threads start and end without telling us), which carries no id.
 func (s *session) checkThread(ctx context.Context, c *call, id int) error {
 	s.mu.Lock()
 	ok := s.idsCurrentLocked().threads[id]

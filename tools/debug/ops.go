@@ -290,7 +290,10 @@ func (c *call) move(ctx context.Context, op string) (string, error) {
 		s.mu.Unlock()
 	}
 	if err := s.conn.Do(rctx, command, map[string]any{"threadId": tid}, nil); err != nil {
-		return "", err
+		if op == "pause" || !s.restoreStop(st) {
+			return "", err
+		}
+		return "", userf("%s failed (%v); the program did not move and is still stopped.\n%s", op, err, c.describe(ctx, s))
 	}
 	s.waitChange(ctx, st.epoch, c.sv.to.stop)
 	return c.describe(ctx, s), nil

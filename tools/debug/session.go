@@ -104,9 +104,6 @@ func (s *session) Event(m *dap.Message) {
 		s.mu.Lock()
 		s.stop = &b
 		s.bumpLocked()
-		if b.ThreadId != 0 {
-			s.idsCurrentLocked().threads[b.ThreadId] = true
-		}
 		s.mu.Unlock()
 	case "continued":
 		s.mu.Lock()
@@ -221,6 +218,20 @@ func (s *session) waitChange(ctx context.Context, since int, d time.Duration) bo
 			return false
 		}
 	}
+}
+
+// restoreStop puts back the stop a refused continue or step cleared, so
+// the session is not left "running" when the program never moved; it
+// does nothing when anything happened meanwhile (a new stop, the end).
+// It reports whether the stop was restored.
+func (s *session) restoreStop(before snapshot) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if before.stop == nil || s.ended || s.stop != nil || s.epoch != before.epoch {
+		return false
+	}
+	s.stop = before.stop
+	return true
 }
 
 // takeOutput returns the output since the previous call and clears it.
