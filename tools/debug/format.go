@@ -47,6 +47,7 @@ func (c *call) describe(ctx context.Context, s *session) string {
 }
 
 func (c *call) describeStop(ctx context.Context, s *session, stop *godap.StoppedEventBody) string {
+	stop = c.focus(ctx, s, stop)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Stopped: %s", stop.Reason)
 	if stop.Description != "" && stop.Description != stop.Reason && !strings.EqualFold(stop.Description, "paused on "+stop.Reason) {
@@ -58,14 +59,36 @@ func (c *call) describeStop(ctx context.Context, s *session, stop *godap.Stopped
 	if stop.ThreadId != 0 {
 		fmt.Fprintf(&b, ", thread %d", stop.ThreadId)
 	}
-	frames, _, err := c.frames(ctx, s, stop.ThreadId, 1)
+	levels := 1
+	if isFault(stop) {
+		levels = maxFrames
+	}
+	frames, _, err := c.frames(ctx, s, stop.ThreadId, levels)
 	if err != nil || len(frames) == 0 {
 		b.WriteString(".\n(where: unknown — call stack)")
 		return b.String()
 	}
 	b.WriteString("\n")
 	src := newSourceCache(c)
-	b.WriteString(c.frameLine(ctx, src, 0, frames[0]))
+	// A panic or an exception is raised deep in the runtime or a library;
+	// the line that matters is the first in the user's code.
+	top := 0
+	if isFault(stop) {
+		for i, f := range frames {
+			if inProject(f, c.workspace()) {
+				top = i
+				break
+			}
+		}
+	}
+	b.WriteString(c.frameLine(ctx, src, top, frames[top]))
+	if top > 0 {
+		names := make([]string, top)
+		for i, f := range frames[:top] {
+			names[i] = oneLine(f.Name)
+		}
+		fmt.Fprintf(&b, "\n(raised below, outside the workspace: %s; stack shows those frames)", capText(strings.Join(names, " <- "), maxSourceLen))
+	}
 	b.WriteString("\nUse frame_id with scopes or evaluate; stack shows the callers.")
 	return b.String()
 }

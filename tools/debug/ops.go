@@ -284,13 +284,21 @@ func (c *call) move(ctx context.Context, op string) (string, error) {
 	command := map[string]string{"continue": "continue", "pause": "pause", "step_over": "next", "step_in": "stepIn", "step_out": "stepOut"}[op]
 	rctx, cancel := context.WithTimeout(ctx, c.sv.to.request)
 	defer cancel()
-	if op != "pause" {
-		s.mu.Lock()
+	s.mu.Lock()
+	if op == "pause" {
+		s.pausing = true
+	} else {
 		s.stop = nil
-		s.mu.Unlock()
 	}
+	s.mu.Unlock()
 	if err := s.conn.Do(rctx, command, map[string]any{"threadId": tid}, nil); err != nil {
-		if op == "pause" || !s.restoreStop(st) {
+		if op == "pause" {
+			s.mu.Lock()
+			s.pausing = false
+			s.mu.Unlock()
+			return "", err
+		}
+		if !s.restoreStop(st) {
 			return "", err
 		}
 		return "", userf("%s failed (%v); the program did not move and is still stopped.\n%s", op, err, c.describe(ctx, s))

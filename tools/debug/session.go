@@ -76,6 +76,7 @@ type session struct {
 	out         []byte
 	outDropped  int
 	ids         handedIDs
+	pausing     bool // a pause was sent and its stop has not come
 }
 
 func newSession(id, adapter string, ag *agent.Client) *session {
@@ -102,6 +103,11 @@ func (s *session) Event(m *dap.Message) {
 			return
 		}
 		s.mu.Lock()
+		// lldb reports the stop a pause asked for as the signal it used.
+		if s.pausing && b.Reason == "exception" && strings.Contains(b.Description+" "+b.Text, "SIGSTOP") {
+			b.Reason, b.Description, b.Text = "pause", "", ""
+		}
+		s.pausing = false
 		s.stop = &b
 		s.bumpLocked()
 		s.mu.Unlock()
