@@ -69,7 +69,7 @@ func (c *call) describeStop(ctx context.Context, s *session, stop *godap.Stopped
 		return b.String()
 	}
 	b.WriteString("\n")
-	src := newSourceCache(c)
+	src := newSourceCache(c, s)
 	// A panic or an exception is raised deep in the runtime or a library;
 	// the line that matters is the first in the user's code.
 	top := 0
@@ -94,21 +94,24 @@ func (c *call) describeStop(ctx context.Context, s *session, stop *godap.Stopped
 }
 
 // frameLine renders one frame: "#0 [frame N] function at file:line" and the
-// source line below it.
+// source line below it. A frame without a source file (lldb gives some a
+// source named after the function, for disassembly) is always
+// "function (module, no source)"; a source with only a name of its own
+// (Python's <string>) keeps "at name:line".
 func (c *call) frameLine(ctx context.Context, src *sourceCache, i int, f godap.StackFrame) string {
-	loc := "(no source)"
-	file := ""
-	if f.Source != nil {
-		file = f.Source.Path
-		if file == "" {
-			file = f.Source.Name
+	if f.Source == nil || f.Source.Path == "" && (f.Source.Name == "" || f.Source.Name == f.Name) {
+		where := "no source"
+		if m := c.moduleOf(ctx, src.s, f, &src.askedModules); m != "" {
+			where = m + ", no source"
 		}
+		return fmt.Sprintf("#%d [frame %d] %s (%s)", i, f.Id, f.Name, where)
 	}
-	if file != "" {
-		loc = fmt.Sprintf("%s:%d", c.rel(file), f.Line)
+	file := f.Source.Path
+	if file == "" {
+		file = f.Source.Name
 	}
-	line := fmt.Sprintf("#%d [frame %d] %s at %s", i, f.Id, f.Name, loc)
-	if f.Source != nil && f.Source.Path != "" && f.Line > 0 {
+	line := fmt.Sprintf("#%d [frame %d] %s at %s:%d", i, f.Id, f.Name, c.rel(file), f.Line)
+	if f.Source.Path != "" && f.Line > 0 {
 		if text, ok := src.line(ctx, f.Source.Path, f.Line); ok {
 			line += fmt.Sprintf("\n    %d | %s", f.Line, text)
 		}
@@ -116,10 +119,10 @@ func (c *call) frameLine(ctx context.Context, src *sourceCache, i int, f godap.S
 	return line
 }
 
-func (c *call) describeStack(ctx context.Context, tid int, frames []godap.StackFrame, total int) string {
+func (c *call) describeStack(ctx context.Context, s *session, tid int, frames []godap.StackFrame, total int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Stack of thread %d:\n", tid)
-	src := newSourceCache(c)
+	src := newSourceCache(c, s)
 	for i, f := range frames {
 		b.WriteString(c.frameLine(ctx, src, i, f))
 		b.WriteByte('\n')
@@ -256,11 +259,15 @@ func joinInts(v []int) string {
 
 // sourceCache reads source files through the agent, once per call.
 type sourceCache struct {
-	c     *call
-	files map[string][]string
+	c            *call
+	s            *session
+	files        map[string][]string
+	askedModules bool // the adapter's modules were asked for in this call
 }
 
-func newSourceCache(c *call) *sourceCache { return &sourceCache{c: c, files: map[string][]string{}} }
+func newSourceCache(c *call, s *session) *sourceCache {
+	return &sourceCache{c: c, s: s, files: map[string][]string{}}
+}
 
 func (sc *sourceCache) line(ctx context.Context, file string, n int) (string, bool) {
 	lines, ok := sc.files[file]

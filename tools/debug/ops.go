@@ -335,7 +335,7 @@ func (c *call) stack(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return c.describeStack(ctx, tid, frames, total), nil
+	return c.describeStack(ctx, s, tid, frames, total), nil
 }
 
 func (c *call) frames(ctx context.Context, s *session, tid, levels int) ([]godap.StackFrame, int, error) {

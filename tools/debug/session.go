@@ -76,7 +76,8 @@ type session struct {
 	out         []byte
 	outDropped  int
 	ids         handedIDs
-	pausing     bool // a pause was sent and its stop has not come
+	pausing     bool              // a pause was sent and its stop has not come
+	modules     map[string]string // module id -> name, from module events
 }
 
 func newSession(id, adapter string, ag *agent.Client) *session {
@@ -134,6 +135,11 @@ func (s *session) Event(m *dap.Message) {
 			s.mu.Lock()
 			s.debuggeePID = b.SystemProcessId
 			s.mu.Unlock()
+		}
+	case "module":
+		var b godap.ModuleEventBody
+		if json.Unmarshal(m.Body, &b) == nil {
+			s.noteModule(b)
 		}
 	case "output":
 		var b godap.OutputEventBody
