@@ -47,6 +47,7 @@ func (c *call) describe(ctx context.Context, s *session) string {
 }
 
 func (c *call) describeStop(ctx context.Context, s *session, stop *godap.StoppedEventBody) string {
+	stop = c.focus(ctx, s, stop)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Stopped: %s", stop.Reason)
 	if stop.Description != "" && stop.Description != stop.Reason && !strings.EqualFold(stop.Description, "paused on "+stop.Reason) {
@@ -58,34 +59,59 @@ func (c *call) describeStop(ctx context.Context, s *session, stop *godap.Stopped
 	if stop.ThreadId != 0 {
 		fmt.Fprintf(&b, ", thread %d", stop.ThreadId)
 	}
-	frames, _, err := c.frames(ctx, s, stop.ThreadId, 1)
+	levels := 1
+	if isFault(stop) {
+		levels = maxFrames
+	}
+	frames, _, err := c.frames(ctx, s, stop.ThreadId, levels)
 	if err != nil || len(frames) == 0 {
 		b.WriteString(".\n(where: unknown — call stack)")
 		return b.String()
 	}
 	b.WriteString("\n")
-	src := newSourceCache(c)
-	b.WriteString(c.frameLine(ctx, src, 0, frames[0]))
+	src := newSourceCache(c, s)
+	// A panic or an exception is raised deep in the runtime or a library;
+	// the line that matters is the first in the user's code.
+	top := 0
+	if isFault(stop) {
+		for i, f := range frames {
+			if inProject(f, c.workspace()) {
+				top = i
+				break
+			}
+		}
+	}
+	b.WriteString(c.frameLine(ctx, src, top, frames[top]))
+	if top > 0 {
+		names := make([]string, top)
+		for i, f := range frames[:top] {
+			names[i] = oneLine(f.Name)
+		}
+		fmt.Fprintf(&b, "\n(raised below, outside the workspace: %s; stack shows those frames)", capText(strings.Join(names, " <- "), maxSourceLen))
+	}
 	b.WriteString("\nUse frame_id with scopes or evaluate; stack shows the callers.")
 	return b.String()
 }
 
 // frameLine renders one frame: "#0 [frame N] function at file:line" and the
-// source line below it.
+// source line below it. A frame without a source file (lldb gives some a
+// source named after the function, for disassembly) is always
+// "function (module, no source)"; a source with only a name of its own
+// (Python's <string>) keeps "at name:line".
 func (c *call) frameLine(ctx context.Context, src *sourceCache, i int, f godap.StackFrame) string {
-	loc := "(no source)"
-	file := ""
-	if f.Source != nil {
-		file = f.Source.Path
-		if file == "" {
-			file = f.Source.Name
+	if f.Source == nil || f.Source.Path == "" && (f.Source.Name == "" || f.Source.Name == f.Name) {
+		where := "no source"
+		if m := c.moduleOf(ctx, src.s, f, &src.askedModules); m != "" {
+			where = m + ", no source"
 		}
+		return fmt.Sprintf("#%d [frame %d] %s (%s)", i, f.Id, f.Name, where)
 	}
-	if file != "" {
-		loc = fmt.Sprintf("%s:%d", c.rel(file), f.Line)
+	file := f.Source.Path
+	if file == "" {
+		file = f.Source.Name
 	}
-	line := fmt.Sprintf("#%d [frame %d] %s at %s", i, f.Id, f.Name, loc)
-	if f.Source != nil && f.Source.Path != "" && f.Line > 0 {
+	line := fmt.Sprintf("#%d [frame %d] %s at %s:%d", i, f.Id, f.Name, c.rel(file), f.Line)
+	if f.Source.Path != "" && f.Line > 0 {
 		if text, ok := src.line(ctx, f.Source.Path, f.Line); ok {
 			line += fmt.Sprintf("\n    %d | %s", f.Line, text)
 		}
@@ -93,10 +119,10 @@ func (c *call) frameLine(ctx context.Context, src *sourceCache, i int, f godap.S
 	return line
 }
 
-func (c *call) describeStack(ctx context.Context, tid int, frames []godap.StackFrame, total int) string {
+func (c *call) describeStack(ctx context.Context, s *session, tid int, frames []godap.StackFrame, total int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Stack of thread %d:\n", tid)
-	src := newSourceCache(c)
+	src := newSourceCache(c, s)
 	for i, f := range frames {
 		b.WriteString(c.frameLine(ctx, src, i, f))
 		b.WriteByte('\n')
@@ -233,11 +259,15 @@ func joinInts(v []int) string {
 
 // sourceCache reads source files through the agent, once per call.
 type sourceCache struct {
-	c     *call
-	files map[string][]string
+	c            *call
+	s            *session
+	files        map[string][]string
+	askedModules bool // the adapter's modules were asked for in this call
 }
 
-func newSourceCache(c *call) *sourceCache { return &sourceCache{c: c, files: map[string][]string{}} }
+func newSourceCache(c *call, s *session) *sourceCache {
+	return &sourceCache{c: c, s: s, files: map[string][]string{}}
+}
 
 func (sc *sourceCache) line(ctx context.Context, file string, n int) (string, bool) {
 	lines, ok := sc.files[file]

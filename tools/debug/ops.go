@@ -243,21 +243,22 @@ func (c *call) attach(ctx context.Context) (string, error) {
 // one that last stopped, else the first the adapter lists.
 func (c *call) thread(ctx context.Context, s *session) (int, error) {
 	if c.a.ThreadID != nil {
+		if err := s.checkThread(ctx, c, *c.a.ThreadID); err != nil {
+			return 0, err
+		}
 		return *c.a.ThreadID, nil
 	}
 	if st := s.state(); st.stop != nil && st.stop.ThreadId != 0 {
 		return st.stop.ThreadId, nil
 	}
-	var body godap.ThreadsResponseBody
-	rctx, cancel := context.WithTimeout(ctx, c.sv.to.request)
-	defer cancel()
-	if err := s.conn.Do(rctx, "threads", nil, &body); err != nil {
+	threads, err := c.listThreads(ctx, s)
+	if err != nil {
 		return 0, err
 	}
-	if len(body.Threads) == 0 {
+	if len(threads) == 0 {
 		return 0, userf("The debuggee has no threads to act on.")
 	}
-	return body.Threads[0].Id, nil
+	return threads[0].Id, nil
 }
 
 func (c *call) move(ctx context.Context, op string) (string, error) {
@@ -283,13 +284,24 @@ func (c *call) move(ctx context.Context, op string) (string, error) {
 	command := map[string]string{"continue": "continue", "pause": "pause", "step_over": "next", "step_in": "stepIn", "step_out": "stepOut"}[op]
 	rctx, cancel := context.WithTimeout(ctx, c.sv.to.request)
 	defer cancel()
-	if op != "pause" {
-		s.mu.Lock()
+	s.mu.Lock()
+	if op == "pause" {
+		s.pausing = true
+	} else {
 		s.stop = nil
-		s.mu.Unlock()
 	}
+	s.mu.Unlock()
 	if err := s.conn.Do(rctx, command, map[string]any{"threadId": tid}, nil); err != nil {
-		return "", err
+		if op == "pause" {
+			s.mu.Lock()
+			s.pausing = false
+			s.mu.Unlock()
+			return "", err
+		}
+		if !s.restoreStop(st) {
+			return "", err
+		}
+		return "", userf("%s failed (%v); the program did not move and is still stopped.\n%s", op, err, c.describe(ctx, s))
 	}
 	s.waitChange(ctx, st.epoch, c.sv.to.stop)
 	return c.describe(ctx, s), nil
@@ -300,13 +312,11 @@ func (c *call) threads(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var body godap.ThreadsResponseBody
-	rctx, cancel := context.WithTimeout(ctx, c.sv.to.request)
-	defer cancel()
-	if err := s.conn.Do(rctx, "threads", nil, &body); err != nil {
+	threads, err := c.listThreads(ctx, s)
+	if err != nil {
 		return "", err
 	}
-	return describeThreads(body.Threads, s.state().stop), nil
+	return describeThreads(threads, s.state().stop), nil
 }
 
 func (c *call) stack(ctx context.Context) (string, error) {
@@ -325,7 +335,7 @@ func (c *call) stack(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return c.describeStack(ctx, tid, frames, total), nil
+	return c.describeStack(ctx, s, tid, frames, total), nil
 }
 
 func (c *call) frames(ctx context.Context, s *session, tid, levels int) ([]godap.StackFrame, int, error) {
@@ -335,6 +345,7 @@ func (c *call) frames(ctx context.Context, s *session, tid, levels int) ([]godap
 	if err := s.conn.Do(rctx, "stackTrace", godap.StackTraceArguments{ThreadId: tid, Levels: levels}, &body); err != nil {
 		return nil, 0, err
 	}
+	s.noteFrames(body.StackFrames)
 	return body.StackFrames, body.TotalFrames, nil
 }
 
@@ -346,11 +357,17 @@ func (c *call) scopes(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := s.checkFrame(*c.a.FrameID); err != nil {
+		return "", err
+	}
 	var body godap.ScopesResponseBody
 	rctx, cancel := context.WithTimeout(ctx, c.sv.to.request)
 	defer cancel()
 	if err := s.conn.Do(rctx, "scopes", godap.ScopesArguments{FrameId: *c.a.FrameID}, &body); err != nil {
 		return "", err
+	}
+	for _, sc := range body.Scopes {
+		s.noteRefs(sc.VariablesReference)
 	}
 	return describeScopes(*c.a.FrameID, body.Scopes), nil
 }
@@ -363,11 +380,17 @@ func (c *call) variables(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := s.checkRef(c.a.Reference); err != nil {
+		return "", err
+	}
 	var body godap.VariablesResponseBody
 	rctx, cancel := context.WithTimeout(ctx, c.sv.to.request)
 	defer cancel()
 	if err := s.conn.Do(rctx, "variables", godap.VariablesArguments{VariablesReference: c.a.Reference}, &body); err != nil {
 		return "", err
+	}
+	for _, v := range body.Variables {
+		s.noteRefs(v.VariablesReference)
 	}
 	return describeVariables(c.a.Reference, body.Variables), nil
 }
@@ -382,6 +405,9 @@ func (c *call) evaluate(ctx context.Context) (string, error) {
 	}
 	args := godap.EvaluateArguments{Expression: c.a.Expression, Context: "repl"}
 	if c.a.FrameID != nil {
+		if err := s.checkFrame(*c.a.FrameID); err != nil {
+			return "", err
+		}
 		args.FrameId = *c.a.FrameID
 	} else if st := s.state(); st.stop != nil {
 		frames, _, err := c.frames(ctx, s, st.stop.ThreadId, 1)
@@ -395,6 +421,7 @@ func (c *call) evaluate(ctx context.Context) (string, error) {
 	if err := s.conn.Do(rctx, "evaluate", args, &body); err != nil {
 		return "", userf("Evaluating %q failed: %s", c.a.Expression, strings.TrimPrefix(err.Error(), "the adapter refused evaluate: "))
 	}
+	s.noteRefs(body.VariablesReference)
 	return describeValue(c.a.Expression, body.Type, body.Result, body.VariablesReference), nil
 }
 

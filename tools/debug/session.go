@@ -75,6 +75,9 @@ type session struct {
 	debuggeePID int
 	out         []byte
 	outDropped  int
+	ids         handedIDs
+	pausing     bool              // a pause was sent and its stop has not come
+	modules     map[string]string // module id -> name, from module events
 }
 
 func newSession(id, adapter string, ag *agent.Client) *session {
@@ -101,6 +104,11 @@ func (s *session) Event(m *dap.Message) {
 			return
 		}
 		s.mu.Lock()
+		// lldb reports the stop a pause asked for as the signal it used.
+		if s.pausing && b.Reason == "exception" && strings.Contains(b.Description+" "+b.Text, "SIGSTOP") {
+			b.Reason, b.Description, b.Text = "pause", "", ""
+		}
+		s.pausing = false
 		s.stop = &b
 		s.bumpLocked()
 		s.mu.Unlock()
@@ -127,6 +135,11 @@ func (s *session) Event(m *dap.Message) {
 			s.mu.Lock()
 			s.debuggeePID = b.SystemProcessId
 			s.mu.Unlock()
+		}
+	case "module":
+		var b godap.ModuleEventBody
+		if json.Unmarshal(m.Body, &b) == nil {
+			s.noteModule(b)
 		}
 	case "output":
 		var b godap.OutputEventBody
@@ -217,6 +230,20 @@ func (s *session) waitChange(ctx context.Context, since int, d time.Duration) bo
 			return false
 		}
 	}
+}
+
+// restoreStop puts back the stop a refused continue or step cleared, so
+// the session is not left "running" when the program never moved; it
+// does nothing when anything happened meanwhile (a new stop, the end).
+// It reports whether the stop was restored.
+func (s *session) restoreStop(before snapshot) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if before.stop == nil || s.ended || s.stop != nil || s.epoch != before.epoch {
+		return false
+	}
+	s.stop = before.stop
+	return true
 }
 
 // takeOutput returns the output since the previous call and clears it.

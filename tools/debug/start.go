@@ -167,14 +167,8 @@ func (s *session) configure(ctx context.Context, bps map[string][]int) (string, 
 // setBreakpoints replaces the breakpoints of one file and says which the
 // adapter could place.
 func (s *session) setBreakpoints(ctx context.Context, file string, lines []int) (string, error) {
-	sbs := make([]godap.SourceBreakpoint, 0, len(lines))
-	for _, l := range lines {
-		sbs = append(sbs, godap.SourceBreakpoint{Line: l})
-	}
 	var body godap.SetBreakpointsResponseBody
-	err := s.conn.Do(ctx, "setBreakpoints", godap.SetBreakpointsArguments{
-		Source: godap.Source{Path: file, Name: pathBase(file)}, Breakpoints: sbs, Lines: nonNil(lines),
-	}, &body)
+	err := s.conn.Do(ctx, "setBreakpoints", dap.NewSetBreakpoints(godap.Source{Path: file, Name: pathBase(file)}, lines), &body)
 	if err != nil {
 		return "", err
 	}

@@ -99,6 +99,8 @@ type call struct {
 	label string
 	root  string // the run's working directory inside the sandbox
 	a     args
+
+	lldbBT map[int]map[int]string // lldb thread -> frame index -> module, read once per call
 }
 
 // Call runs one operation.
