@@ -201,7 +201,7 @@ func (c *call) begin(ctx context.Context, p *plan) (string, error) {
 	}
 	c.sv.adopt(c.key, s)
 	c.sv.log.Info("debug session started", "adapter", s.adapter, "session", s.id)
-	s.waitChange(ctx, 0, c.sv.to.stop)
+	c.waitRun(ctx, s, 0)
 	var b strings.Builder
 	verb := "Launched"
 	if p.request == "attach" {
@@ -212,6 +212,7 @@ func (c *call) begin(ctx context.Context, p *plan) (string, error) {
 		b.WriteString(bpReport + "\n")
 	}
 	b.WriteString(c.describe(ctx, s))
+	b.WriteString(s.endedTail())
 	return b.String(), nil
 }
 
@@ -290,6 +291,10 @@ func (c *call) move(ctx context.Context, op string) (string, error) {
 	}
 	if err := s.conn.Do(rctx, command, map[string]any{"threadId": tid}, nil); err != nil {
 		return "", err
+	}
+	if op == "continue" {
+		c.waitRun(ctx, s, st.epoch)
+		return c.describe(ctx, s) + s.endedTail(), nil
 	}
 	s.waitChange(ctx, st.epoch, c.sv.to.stop)
 	return c.describe(ctx, s), nil
