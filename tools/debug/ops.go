@@ -411,7 +411,7 @@ func (c *call) evaluate(ctx context.Context) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.sv.to.request)
 	defer cancel()
 	if err := s.conn.Do(rctx, "evaluate", args, &body); err != nil {
-		return "", userf("Evaluating %q failed: %s", c.a.Expression, strings.TrimPrefix(err.Error(), "the adapter refused evaluate: "))
+		return "", userf("Evaluating %q failed: %s", c.a.Expression, adapterErrorLine(strings.TrimPrefix(err.Error(), "the adapter refused evaluate: ")))
 	}
 	return describeValue(c.a.Expression, body.Type, body.Result, body.VariablesReference), nil
 }

@@ -58,6 +58,7 @@ type session struct {
 	caps       godap.Capabilities
 	attached   bool // attach rather than launch
 
+	startOut    startLog      // every output event until the session started
 	initialized chan struct{} // closed on the initialized event
 	initOnce    sync.Once
 	termOnce    sync.Once
@@ -132,6 +133,9 @@ func (s *session) Event(m *dap.Message) {
 		var b godap.OutputEventBody
 		if json.Unmarshal(m.Body, &b) != nil {
 			return
+		}
+		if b.Category != "telemetry" {
+			s.startOut.add(b.Output)
 		}
 		switch b.Category {
 		case "stdout", "stderr", "important":
