@@ -57,6 +57,7 @@ type session struct {
 	started    time.Time
 	caps       godap.Capabilities
 	attached   bool // attach rather than launch
+	resumed    bool // picked up after a sandboxd restart
 
 	startOut    startLog      // every output event until the session started
 	initialized chan struct{} // closed on the initialized event
@@ -76,10 +77,11 @@ type session struct {
 	debuggeePID int
 	out         []byte
 	outDropped  int
+	armed       map[string]int // file -> breakpoints the adapter verified there
 }
 
 func newSession(id, adapter string, ag *agent.Client) *session {
-	return &session{id: id, adapter: adapter, ag: ag, started: time.Now(), initialized: make(chan struct{}), changed: make(chan struct{})}
+	return &session{id: id, adapter: adapter, ag: ag, started: time.Now(), initialized: make(chan struct{}), changed: make(chan struct{}), armed: map[string]int{}}
 }
 
 var _ dap.Handler = (*session)(nil)

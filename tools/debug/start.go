@@ -184,6 +184,19 @@ func (s *session) setBreakpoints(ctx context.Context, file string, lines []int) 
 	if err != nil {
 		return "", err
 	}
+	verified := 0
+	for _, b := range body.Breakpoints {
+		if b.Verified {
+			verified++
+		}
+	}
+	s.mu.Lock()
+	if verified == 0 {
+		delete(s.armed, file)
+	} else {
+		s.armed[file] = verified
+	}
+	s.mu.Unlock()
 	return describeBreakpoints(file, lines, body.Breakpoints), nil
 }
 

@@ -15,10 +15,15 @@ import (
 const startGrace = time.Second
 
 // runWait is how long to wait for the next stop after the program was
-// started or resumed: the full stop wait when a breakpoint may stop it,
-// else the grace.
-func (c *call) runWait() time.Duration {
-	if len(c.sv.breakpoints(c.key)) > 0 {
+// started or resumed: the full stop wait when a breakpoint the adapter
+// placed may stop it, else the grace. A session resumed after a restart
+// does not know its breakpoints and keeps the full wait while the
+// conversation has any.
+func (c *call) runWait(s *session) time.Duration {
+	s.mu.Lock()
+	armed := len(s.armed) > 0
+	s.mu.Unlock()
+	if armed || s.resumed && len(c.sv.breakpoints(c.key)) > 0 {
 		return c.sv.to.stop
 	}
 	return min(startGrace, c.sv.to.stop)
@@ -52,5 +57,5 @@ func (s *session) endedTail() string {
 // waitRun waits for a stop or an exit after the program started or
 // resumed at epoch since.
 func (c *call) waitRun(ctx context.Context, s *session, since int) {
-	s.waitChange(ctx, since, c.runWait())
+	s.waitChange(ctx, since, c.runWait(s))
 }
