@@ -51,3 +51,29 @@ func TestPythonEvaluateSyntaxError(t *testing.T) {
 	}
 	h.ok(op("evaluate", "expression", "x * 2"), "= 10")
 }
+
+// lldb refusing a program that is not an executable: its own complaint is
+// in the answer.
+func TestLLDBLaunchFailureShowsCause(t *testing.T) {
+	h := newHarness(t)
+	h.put("CMakeLists.txt", "cmake_minimum_required(VERSION 3.10)\nproject(n C)\n")
+	h.put("notes", "this is not a program\n")
+	h.sh("chmod +x " + h.dir + "/notes")
+	h.bad(op("launch", "program", "notes"), "Could not create a target")
+}
+
+// A binary whose shared library is gone dies in the dynamic loader before
+// main: the launch says it ended, with the loader's message and the code.
+func TestLLDBMissingLibraryAtStart(t *testing.T) {
+	h := newHarness(t)
+	h.put("CMakeLists.txt", "cmake_minimum_required(VERSION 3.10)\nproject(m C)\n")
+	h.put("lib.c", "int answer(void) { return 42; }\n")
+	h.put("main.c", "int answer(void);\nint main(void) { return answer(); }\n")
+	h.sh("cd " + h.dir + " && gcc -g -shared -fPIC -o libanswer.so lib.c && gcc -g -o app main.c -L. -lanswer -Wl,-rpath,'$ORIGIN' && rm libanswer.so")
+	text, _ := h.call(op("launch", "program", "app"))
+	for _, w := range []string{"exited with code 127", "libanswer.so"} {
+		if !strings.Contains(text, w) {
+			t.Fatalf("launch answer lacks %q:\n%s", w, text)
+		}
+	}
+}
