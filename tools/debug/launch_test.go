@@ -87,3 +87,16 @@ func lineOf(t *testing.T, h *harness, rel, marker string) int {
 	t.Fatalf("%s has no line with %q", rel, marker)
 	return 0
 }
+
+// A breakpoint in a file the program never loads (another module) cannot
+// stop it: the launch does not wait for it.
+func TestDelveUnplacedBreakpointDoesNotHoldLaunch(t *testing.T) {
+	h := newHarness(t, debug.WithStopWait(10*time.Minute))
+	h.put("go.mod", "module example.com/spin\n\ngo 1.22\n")
+	h.put("main.go", "package main\n\nimport \"time\"\n\nfunc main() {\n\tfor {\n\t\ttime.Sleep(10 * time.Millisecond)\n\t}\n}\n")
+	h.sh("mkdir -p " + h.dir + "/elsewhere")
+	h.put("elsewhere/go.mod", "module example.com/elsewhere\n\ngo 1.22\n")
+	h.put("elsewhere/x.go", "package elsewhere\n\nfunc X() int {\n\treturn 1 // never\n}\n")
+	h.ok(op("breakpoints", "file", "elsewhere/x.go", "lines", []int{lineOf(t, h, "elsewhere/x.go", "// never")}))
+	h.callBefore(2*time.Minute, op("launch", "program", "main.go"), "Launched main.go with delve", "Running")
+}
