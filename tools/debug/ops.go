@@ -150,7 +150,8 @@ func (c *call) launch(ctx context.Context) (string, error) {
 		return "", userf("The %s adapter needs a root marker (%s) in %s or a directory above it up to %s; none was found. Create one at the project root (an empty %s is enough), then launch again.",
 			name, strings.Join(info.markers, ", "), path.Dir(program), c.root, info.markers[len(info.markers)-1])
 	}
-	p := &plan{adapter: name, root: c.root, program: program, request: "launch"}
+	root := c.projectRoot(markerDir)
+	p := &plan{adapter: name, root: root, program: program, request: "launch"}
 	args := nonNil(c.a.Args)
 	switch name {
 	case adapterDebugpy:
@@ -160,7 +161,10 @@ func (c *call) launch(ctx context.Context) (string, error) {
 		}
 		p.argv = debugpyAdapterArgv(py)
 		p.args = map[string]any{"type": "python", "request": "launch", "name": "sandboxd", "program": program, "args": args,
-			"cwd": c.root, "console": "internalConsole", "redirectOutput": true, "python": []string{py}}
+			"cwd": root, "console": "internalConsole", "redirectOutput": true, "python": []string{py},
+			// The project's own packages import from its root, as with the
+			// project installed or run from there.
+			"env": map[string]string{"PYTHONPATH": root}}
 	case adapterDelve:
 		bin := pr.binary(info)
 		if bin == "" {
@@ -171,7 +175,7 @@ func (c *call) launch(ctx context.Context) (string, error) {
 			pkg = path.Dir(program)
 		}
 		p.argv, p.socket = []string{bin, "dap"}, true
-		p.args = map[string]any{"request": "launch", "mode": "debug", "program": pkg, "args": args, "cwd": c.root, "outputMode": "remote"}
+		p.args = map[string]any{"request": "launch", "mode": "debug", "program": pkg, "args": args, "cwd": root, "outputMode": "remote"}
 	case adapterLLDB, adapterDart:
 		bin := pr.binary(info)
 		if bin == "" {
@@ -181,7 +185,7 @@ func (c *call) launch(ctx context.Context) (string, error) {
 		if name == adapterDart {
 			p.argv = []string{bin, "debug_adapter"}
 		}
-		p.args = map[string]any{"name": "sandboxd", "request": "launch", "program": program, "args": args, "cwd": c.root}
+		p.args = map[string]any{"name": "sandboxd", "request": "launch", "program": program, "args": args, "cwd": root}
 		if name == adapterLLDB {
 			// Turning ASLR off needs personality(2), which the container's
 			// seccomp profile refuses; the launch would fail.
@@ -201,7 +205,7 @@ func (c *call) begin(ctx context.Context, p *plan) (string, error) {
 	}
 	c.sv.adopt(c.key, s)
 	c.sv.log.Info("debug session started", "adapter", s.adapter, "session", s.id)
-	s.waitChange(ctx, 0, c.sv.to.stop)
+	c.waitRun(ctx, s, 0)
 	var b strings.Builder
 	verb := "Launched"
 	if p.request == "attach" {
@@ -212,6 +216,7 @@ func (c *call) begin(ctx context.Context, p *plan) (string, error) {
 		b.WriteString(bpReport + "\n")
 	}
 	b.WriteString(c.describe(ctx, s))
+	b.WriteString(s.endedTail())
 	return b.String(), nil
 }
 
@@ -222,19 +227,28 @@ func (c *call) attach(ctx context.Context) (string, error) {
 	if err := c.refuseSecond(ctx); err != nil {
 		return "", err
 	}
-	pr, err := runProbe(ctx, c.conn.Agent, c.root, c.root, false)
+	// The project is the listener's: its root marker is looked for from
+	// the directory the listening program runs in.
+	walkRoot, start := c.root, c.root
+	if dir := c.listenerDir(ctx, c.a.Port); dir != "" {
+		start = dir
+		if !strings.HasPrefix(dir+"/", c.root+"/") {
+			walkRoot = strings.TrimSuffix(path.Clean(c.conn.Workspace), "/")
+		}
+	}
+	pr, err := runProbe(ctx, c.conn.Agent, walkRoot, start, false)
 	if err != nil {
 		return "", err
 	}
-	p := &plan{adapter: adapterDebugpy, root: c.root, program: fmt.Sprintf("127.0.0.1:%d", c.a.Port), request: "attach", port: c.a.Port,
+	goDir, _ := pr.marker(lookupAdapter(adapterDelve))
+	pyDir, _ := pr.marker(lookupAdapter(adapterDebugpy))
+	p := &plan{adapter: adapterDebugpy, root: c.projectRoot(pyDir), program: fmt.Sprintf("127.0.0.1:%d", c.a.Port), request: "attach", port: c.a.Port,
 		args: map[string]any{"type": "python", "request": "attach", "name": "sandboxd", "justMyCode": false}}
 	// A Go project's listener is delve (dlv dap --listen, or a headless
 	// dlv); everything else is taken to be debugpy --listen.
-	if goDir, _ := pr.marker(lookupAdapter(adapterDelve)); goDir != "" {
-		if pyDir, _ := pr.marker(lookupAdapter(adapterDebugpy)); pyDir == "" {
-			p.adapter = adapterDelve
-			p.args = map[string]any{"request": "attach", "mode": "remote", "name": "sandboxd"}
-		}
+	if goDir != "" && pyDir == "" {
+		p.adapter, p.root = adapterDelve, c.projectRoot(goDir)
+		p.args = map[string]any{"request": "attach", "mode": "remote", "name": "sandboxd"}
 	}
 	return c.begin(ctx, p)
 }
@@ -302,6 +316,10 @@ func (c *call) move(ctx context.Context, op string) (string, error) {
 			return "", err
 		}
 		return "", userf("%s failed (%v); the program did not move and is still stopped.\n%s", op, err, c.describe(ctx, s))
+	}
+	if op == "continue" {
+		c.waitRun(ctx, s, st.epoch)
+		return c.describe(ctx, s) + s.endedTail(), nil
 	}
 	s.waitChange(ctx, st.epoch, c.sv.to.stop)
 	return c.describe(ctx, s), nil
@@ -419,7 +437,7 @@ func (c *call) evaluate(ctx context.Context) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.sv.to.request)
 	defer cancel()
 	if err := s.conn.Do(rctx, "evaluate", args, &body); err != nil {
-		return "", userf("Evaluating %q failed: %s", c.a.Expression, strings.TrimPrefix(err.Error(), "the adapter refused evaluate: "))
+		return "", userf("Evaluating %q failed: %s", c.a.Expression, adapterErrorLine(strings.TrimPrefix(err.Error(), "the adapter refused evaluate: ")))
 	}
 	s.noteRefs(body.VariablesReference)
 	return describeValue(c.a.Expression, body.Type, body.Result, body.VariablesReference), nil

@@ -39,7 +39,7 @@ func (c *call) resume(ctx context.Context) (*session, error) {
 		return nil, userf("A %s debug adapter from before a sandboxd restart is still running, but its session ended when the connection dropped: call terminate to clear it, then launch again.", adapter)
 	}
 	s := newSession(p.Labels[labelSession], adapter, c.conn.Agent)
-	s.procID, s.adapterPID, s.started = p.ID, p.PID, p.StartedAt
+	s.procID, s.adapterPID, s.started, s.resumed = p.ID, p.PID, p.StartedAt, true
 	s.program, s.root = p.Labels[labelProgram], p.Labels[labelRoot]
 	rwc, err := connectAdapter(ctx, c.conn.Agent, s)
 	if err != nil {

@@ -57,7 +57,9 @@ type session struct {
 	started    time.Time
 	caps       godap.Capabilities
 	attached   bool // attach rather than launch
+	resumed    bool // picked up after a sandboxd restart
 
+	startOut    startLog      // every output event until the session started
 	initialized chan struct{} // closed on the initialized event
 	initOnce    sync.Once
 	termOnce    sync.Once
@@ -78,10 +80,11 @@ type session struct {
 	ids         handedIDs
 	pausing     bool              // a pause was sent and its stop has not come
 	modules     map[string]string // module id -> name, from module events
+	armed       map[string]int    // file -> breakpoints the adapter verified there
 }
 
 func newSession(id, adapter string, ag *agent.Client) *session {
-	return &session{id: id, adapter: adapter, ag: ag, started: time.Now(), initialized: make(chan struct{}), changed: make(chan struct{})}
+	return &session{id: id, adapter: adapter, ag: ag, started: time.Now(), initialized: make(chan struct{}), changed: make(chan struct{}), armed: map[string]int{}}
 }
 
 var _ dap.Handler = (*session)(nil)
@@ -145,6 +148,9 @@ func (s *session) Event(m *dap.Message) {
 		var b godap.OutputEventBody
 		if json.Unmarshal(m.Body, &b) != nil {
 			return
+		}
+		if b.Category != "telemetry" {
+			s.startOut.add(b.Output)
 		}
 		switch b.Category {
 		case "stdout", "stderr", "important":

@@ -51,11 +51,17 @@ func startSession(ctx context.Context, ag *agent.Client, convLabel string, p *pl
 	s.root, s.program, s.attached = p.root, p.program, p.request == "attach"
 	defer func() {
 		if err != nil {
+			msg := withStartOutput(err.Error(), s.startOut.String())
 			if log := s.adapterLog(context.Background()); log != "" {
-				err = &setupError{msg: err.Error() + "\nAdapter log (tail):\n" + log}
+				msg += "\nAdapter log (tail):\n" + log
+			}
+			if msg != err.Error() {
+				err = &setupError{msg: msg}
 			}
 			s.terminate()
+			return
 		}
+		s.startOut.close()
 	}()
 
 	var rwc io.ReadWriteCloser
@@ -172,6 +178,19 @@ func (s *session) setBreakpoints(ctx context.Context, file string, lines []int) 
 	if err != nil {
 		return "", err
 	}
+	verified := 0
+	for _, b := range body.Breakpoints {
+		if b.Verified {
+			verified++
+		}
+	}
+	s.mu.Lock()
+	if verified == 0 {
+		delete(s.armed, file)
+	} else {
+		s.armed[file] = verified
+	}
+	s.mu.Unlock()
 	return describeBreakpoints(file, lines, body.Breakpoints), nil
 }
 
