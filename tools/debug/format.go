@@ -86,6 +86,9 @@ func (c *call) describeStop(ctx context.Context, s *session, stop *godap.Stopped
 		names := make([]string, top)
 		for i, f := range frames[:top] {
 			names[i] = oneLine(f.Name)
+			if where, ok := c.noSource(ctx, src, f); ok {
+				names[i] += " (" + where + ")"
+			}
 		}
 		fmt.Fprintf(&b, "\n(raised below, outside the workspace: %s; stack shows those frames)", capText(strings.Join(names, " <- "), maxSourceLen))
 	}
@@ -99,11 +102,7 @@ func (c *call) describeStop(ctx context.Context, s *session, stop *godap.Stopped
 // "function (module, no source)"; a source with only a name of its own
 // (Python's <string>) keeps "at name:line".
 func (c *call) frameLine(ctx context.Context, src *sourceCache, i int, f godap.StackFrame) string {
-	if f.Source == nil || f.Source.Path == "" && (f.Source.Name == "" || f.Source.Name == f.Name) {
-		where := "no source"
-		if m := c.moduleOf(ctx, src.s, f, &src.askedModules); m != "" {
-			where = m + ", no source"
-		}
+	if where, ok := c.noSource(ctx, src, f); ok {
 		return fmt.Sprintf("#%d [frame %d] %s (%s)", i, f.Id, f.Name, where)
 	}
 	file := f.Source.Path
@@ -117,6 +116,18 @@ func (c *call) frameLine(ctx context.Context, src *sourceCache, i int, f godap.S
 		}
 	}
 	return line
+}
+
+// noSource tells, for a frame without a source file, what frameLine puts
+// in place of its position: "module, no source", or "no source".
+func (c *call) noSource(ctx context.Context, src *sourceCache, f godap.StackFrame) (string, bool) {
+	if f.Source != nil && (f.Source.Path != "" || f.Source.Name != "" && f.Source.Name != f.Name) {
+		return "", false
+	}
+	if m := c.moduleOf(ctx, src.s, f, &src.askedModules); m != "" {
+		return m + ", no source", true
+	}
+	return "no source", true
 }
 
 func (c *call) describeStack(ctx context.Context, s *session, tid int, frames []godap.StackFrame, total int) string {
