@@ -43,11 +43,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, tenant string
 // getRun answers GET /v1/runs/{id}: the run as POST /v1/runs answered it,
 // with the tool list and what is absent as they stand now.
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request, tenant string) error {
-	run, err := s.runs.Get(tenant, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	env, err := s.env(r.Context(), run)
+	run, env, err := s.pathRunEnv(r, tenant)
 	if err != nil {
 		return err
 	}
@@ -163,11 +159,7 @@ func within(p, root string) bool {
 }
 
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, tenant string) error {
-	run, err := s.runs.Get(tenant, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	env, err := s.env(r.Context(), run)
+	_, env, err := s.pathRunEnv(r, tenant)
 	if err != nil {
 		return err
 	}
@@ -229,6 +221,17 @@ func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request, tenant string
 
 // env builds what the registry sees of a run: whether its conversation has
 // a sandbox (found, never created) and how to reach it.
+// pathRunEnv finds the tenant's run named by the path and the environment
+// its tools see now.
+func (s *Server) pathRunEnv(r *http.Request, tenant string) (tools.Run, *tools.Env, error) {
+	run, err := s.runs.Get(tenant, r.PathValue("id"))
+	if err != nil {
+		return tools.Run{}, nil, err
+	}
+	env, err := s.env(r.Context(), run)
+	return run, env, err
+}
+
 func (s *Server) env(ctx context.Context, run tools.Run) (*tools.Env, error) {
 	sb, err := s.lookup(ctx, run)
 	if err != nil {
