@@ -2,6 +2,7 @@ package debug_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -99,32 +100,8 @@ func TestAttachDelveHeadless(t *testing.T) {
 	h := newHarness(t)
 	h.put("go.mod", "module example.com/dbg\n\ngo 1.22\n")
 	h.put("main.go", goProgram)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := sb.ag.Spawn(ctx, &proto.SpawnRequest{
-		Argv: []string{"dlv", "debug", "--headless", "--listen", "127.0.0.1:5679", "--accept-multiclient", "--api-version", "2"},
-		Dir:  h.dir,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = sb.ag.Signal(c, &proto.SignalRequest{ID: p.ID, Signal: "KILL", Group: true})
-	})
 	h.ok(op("breakpoints", "file", "main.go", "lines", []int{10}))
-	var text string
-	for i := 0; i < 150; i++ { // delve builds the program before it listens
-		var isErr bool
-		if text, isErr = h.call(op("attach", "port", 5679)); !isErr {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if !strings.Contains(text, "Attached to 127.0.0.1:5679 with delve") {
-		t.Fatalf("attach:\n%s", text)
-	}
+	text := attachHeadlessDelve(t, h, h.dir, 5679)
 	if !strings.Contains(text, "main.go:10") {
 		text = h.ok(op("continue"))
 	}
@@ -151,4 +128,37 @@ func TestDelveResumeAfterRestart(t *testing.T) {
 	h2.ok(op("continue"), "exited with code 0")
 	h2.ok(op("output"), "sum 14")
 	h2.ok(op("terminate"), "Terminated")
+}
+
+// attachHeadlessDelve starts `dlv debug --headless` on port in dir (killed
+// when the test ends) and attaches the debug tool to it once it listens:
+// delve builds the program first. It returns the attach answer.
+func attachHeadlessDelve(t *testing.T, h *harness, dir string, port int) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := sb.ag.Spawn(ctx, &proto.SpawnRequest{
+		Argv: []string{"dlv", "debug", "--headless", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--accept-multiclient", "--api-version", "2"},
+		Dir:  dir,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = sb.ag.Signal(c, &proto.SignalRequest{ID: p.ID, Signal: "KILL", Group: true})
+	})
+	var text string
+	for i := 0; i < 150; i++ { // at most 30 s of delve's build
+		var isErr bool
+		if text, isErr = h.call(op("attach", "port", port)); !isErr {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if want := fmt.Sprintf("Attached to 127.0.0.1:%d with delve", port); !strings.Contains(text, want) {
+		t.Fatalf("attach:\n%s", text)
+	}
+	return text
 }

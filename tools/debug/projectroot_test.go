@@ -76,33 +76,9 @@ func TestAttachDelveModuleInSubdirectory(t *testing.T) {
 	h.putDeep("services/api/go.mod", "module example.com/api\n\ngo 1.22\n")
 	h.putDeep("services/api/main.go", apiMain)
 	h.putDeep("services/api/store/store.go", apiStore)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	p, err := sb.ag.Spawn(ctx, &proto.SpawnRequest{
-		Argv: []string{"dlv", "debug", "--headless", "--listen", "127.0.0.1:5681", "--accept-multiclient", "--api-version", "2"},
-		Dir:  h.dir + "/services/api",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = sb.ag.Signal(c, &proto.SignalRequest{ID: p.ID, Signal: "KILL", Group: true})
-	})
 	line := fileLineOf(t, h, "services/api/store/store.go", "// put")
 	h.ok(op("breakpoints", "file", "services/api/store/store.go", "lines", []int{line}))
-	var text string
-	for i := 0; i < 150; i++ { // delve builds the program before it listens
-		var isErr bool
-		if text, isErr = h.call(op("attach", "port", 5681)); !isErr {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if !strings.Contains(text, "Attached to 127.0.0.1:5681 with delve") {
-		t.Fatalf("attach:\n%s", text)
-	}
+	text := attachHeadlessDelve(t, h, h.dir+"/services/api", 5681)
 	if !strings.Contains(text, "store.go:") {
 		text = h.ok(op("continue"))
 	}
