@@ -3,7 +3,6 @@ package files_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/docker/docker/client"
 
-	sbx "github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
 	"github.com/sandboxd/sandboxd/tools"
@@ -46,25 +44,9 @@ func newDockerBox(t *testing.T, opts ...files.Option) *dockerBox {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	mgr := sbx.NewManager(b)
+	mgr, tenant, info := sandboxtest.Open(t, b, "files", image)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := mgr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tenant := fmt.Sprintf("files-%d", time.Now().UnixNano()%1e9)
-	info, err := mgr.Create(ctx, sbx.Spec{Tenant: tenant, Conversation: "c1", Image: image})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := mgr.Delete(c, tenant, info.ID); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		mgr.Close()
-	})
 	ac, info, err := mgr.Agent(ctx, tenant, "c1")
 	if err != nil {
 		t.Fatal(err)

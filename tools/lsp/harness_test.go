@@ -3,7 +3,6 @@ package lsp_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path"
 	"strings"
@@ -58,25 +57,9 @@ func newBox(t *testing.T, fixtures []string, opts ...lsp.Option) *box {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	mgr := sandbox.NewManager(b)
+	mgr, tenant, info := sandboxtest.Open(t, b, "lsp", testImage)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := mgr.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tenant := fmt.Sprintf("lsp-%d", time.Now().UnixNano()%1e9)
-	info, err := mgr.Create(ctx, sandbox.Spec{Tenant: tenant, Conversation: "c1", Image: testImage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := mgr.Delete(c, tenant, info.ID); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		mgr.Close()
-	})
 	client, info, err := mgr.Agent(ctx, tenant, "c1")
 	if err != nil {
 		t.Fatal(err)
