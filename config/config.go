@@ -63,6 +63,8 @@ type Config struct {
 	Kubernetes Kubernetes `yaml:"kubernetes"` // the kubernetes backend (kubernetes.go)
 	Containerd Containerd `yaml:"containerd"` // the containerd backend (containerd.go)
 
+	Replication Replication `yaml:"replication"` // replicas on Kubernetes (replication.go)
+
 	// Path is the file this was read from; "" when sandboxd runs without a
 	// config file (which lets the admin token name any host path).
 	Path string `yaml:"-"`
@@ -169,4 +171,5 @@ func (c *Config) applyDefaults() {
 	if c.Limits.MaxToolBodyBytes == 0 {
 		c.Limits.MaxToolBodyBytes = DefaultMaxToolBodyBytes
 	}
+	c.Replication.applyDefaults()
 }

@@ -83,7 +83,7 @@ func (c *Config) Validate() error {
 	if c.Limits.MaxBodyBytes < 0 || c.Limits.MaxToolBodyBytes < 0 {
 		return errors.New("limits: body sizes must be positive numbers of bytes")
 	}
-	return nil
+	return c.Replication.Validate()
 }
 
 // WorkersConfigured reports whether any worker tier has a command.
