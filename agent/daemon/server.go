@@ -27,7 +27,9 @@ import (
 // Goroutines: one accept loop per Serve listener, one per ServeConn session
 // (accepting streams), one per open stream (its handler), per spawned process
 // one pump per output pipe plus one copier per attachment, and the reaper
-// (one goroutine in subreaper mode, one per child otherwise).
+// (one goroutine in subreaper mode, one per child otherwise). A claim
+// (fence.go) closes the sessions it supersedes and waits, bounded, on its
+// handler's goroutine until their handlers have returned.
 // Shutdown order (Close): stop listeners, close sessions (which ends their
 // streams and handlers), kill every owned process group, wait for their exit
 // statuses, stop the reaper.
@@ -42,11 +44,12 @@ type Server struct {
 	journal   *journal
 	guard     *pidGuard     // nil: no pids limit to keep a reserve of, or exec is not supervised
 	guardDone chan struct{} // closed by Close, stops the guard
+	fence     *fence        // the highest claim (fence.go)
 
 	// mu guards listeners, sessions, execs and closed.
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
-	sessions  map[*yamux.Session]struct{}
+	sessions  map[*session]struct{}
 	execs     map[int]runningExec // exec requests whose processes may run, by pid
 	closed    bool
 	closeOnce sync.Once
@@ -139,7 +142,7 @@ func New(opts ...Option) *Server {
 		startedAt: time.Now(),
 		hostname:  host,
 		listeners: map[net.Listener]struct{}{},
-		sessions:  map[*yamux.Session]struct{}{},
+		sessions:  map[*session]struct{}{},
 		execs:     map[int]runningExec{},
 		guardDone: make(chan struct{}),
 	}
@@ -152,6 +155,10 @@ func New(opts ...Option) *Server {
 			j = &journal{dir: o.stateDir, log: o.log, broken: err}
 		}
 		s.journal = j
+	}
+	s.fence = openFence(o.stateDir)
+	if s.fence.broken != nil {
+		o.log.Error("the agent cannot fence its sandbox; every claim fails", "err", s.fence.broken)
 	}
 	if o.subreaper {
 		s.reaper = newSubreaper(o.log)
@@ -259,11 +266,12 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
 
 // serveSession runs one yamux session over rwc until it ends.
 func (s *Server) serveSession(ctx context.Context, c io.ReadWriteCloser) error {
-	sess, err := yamux.Server(c, yamuxConfig())
+	ys, err := yamux.Server(c, yamuxConfig())
 	if err != nil {
 		c.Close()
 		return fmt.Errorf("start agent session: %w", err)
 	}
+	sess := &session{Session: ys}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -277,6 +285,7 @@ func (s *Server) serveSession(ctx context.Context, c io.ReadWriteCloser) error {
 		delete(s.sessions, sess)
 		s.mu.Unlock()
 		sess.Close()
+		s.fence.forget(sess)
 	}()
 	stop := context.AfterFunc(ctx, func() { sess.Close() })
 	defer stop()
@@ -288,13 +297,13 @@ func (s *Server) serveSession(ctx context.Context, c io.ReadWriteCloser) error {
 			}
 			return err
 		}
-		go s.handle(ctx, st)
+		go s.handle(ctx, sess, st)
 	}
 }
 
 // handle serves one stream: one request frame, one response frame, and for
 // attach and dial the raw bytes after it.
-func (s *Server) handle(ctx context.Context, st *yamux.Stream) {
+func (s *Server) handle(ctx context.Context, sess *session, st *yamux.Stream) {
 	keepOpen := false
 	defer func() {
 		if !keepOpen {
@@ -311,6 +320,11 @@ func (s *Server) handle(ctx context.Context, st *yamux.Stream) {
 		return
 	}
 	st.SetReadDeadline(time.Time{})
+	if err := s.fence.begin(sess); err != nil {
+		s.reply(st, nil, err)
+		return
+	}
+	defer s.fence.end(sess)
 	replied := false
 	defer func() {
 		if p := recover(); p != nil {
@@ -321,7 +335,7 @@ func (s *Server) handle(ctx context.Context, st *yamux.Stream) {
 			}
 		}
 	}()
-	resp, stream, err := s.dispatch(ctx, st, &req)
+	resp, stream, err := s.dispatch(ctx, sess, st, &req)
 	if err != nil {
 		s.reply(st, nil, err)
 		return
@@ -356,7 +370,7 @@ func (s *Server) reply(st *yamux.Stream, resp *proto.Response, err error) bool {
 
 // dispatch runs one op. A non-nil stream func runs after the response was
 // written and owns the stream from then on (it must close it).
-func (s *Server) dispatch(ctx context.Context, st *yamux.Stream, req *proto.Request) (*proto.Response, func(), error) {
+func (s *Server) dispatch(ctx context.Context, sess *session, st *yamux.Stream, req *proto.Request) (*proto.Response, func(), error) {
 	missing := func() error {
 		return errdefs.InvalidArgument("request %q has no %q body; set the field named like the op", req.Op, req.Op)
 	}
@@ -367,7 +381,7 @@ func (s *Server) dispatch(ctx context.Context, st *yamux.Stream, req *proto.Requ
 	case proto.OpHello:
 		return &proto.Response{Hello: &proto.HelloResponse{
 			Version: proto.Version, PID: os.Getpid(), StartedAt: s.startedAt, Hostname: s.hostname,
-			FDHandoff: true,
+			FDHandoff: true, Fencing: true,
 		}}, nil, nil
 	case proto.OpReadFile:
 		if req.ReadFile == nil {
@@ -460,6 +474,11 @@ func (s *Server) dispatch(ctx context.Context, st *yamux.Stream, req *proto.Requ
 		}
 		run, err := dial(ctx, req.Dial, st)
 		return &proto.Response{}, run, err
+	case proto.OpClaim:
+		if req.Claim == nil {
+			return nil, nil, missing()
+		}
+		return &proto.Response{}, nil, s.fence.claim(sess, req.Claim)
 	case "":
 		return nil, nil, errdefs.InvalidArgument("the request has no op; set \"op\" to one of the protocol's operations")
 	default:

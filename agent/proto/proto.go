@@ -42,6 +42,7 @@ const (
 	OpWait       Op = "wait"        // WaitRequest -> ProcessInfo
 	OpList       Op = "list"        // ListRequest -> ListResponse
 	OpDial       Op = "dial"        // DialRequest -> Empty, then raw bytes
+	OpClaim      Op = "claim"       // ClaimRequest -> Empty
 )
 
 // Request is the first frame of every stream. Exactly one of the pointer
@@ -60,6 +61,7 @@ type Request struct {
 	Wait       *WaitRequest       `json:"wait,omitempty"`
 	List       *ListRequest       `json:"list,omitempty"`
 	Dial       *DialRequest       `json:"dial,omitempty"`
+	Claim      *ClaimRequest      `json:"claim,omitempty"`
 }
 
 // Response is the first frame the agent writes back. Error is set when the
@@ -94,6 +96,9 @@ type HelloResponse struct {
 	// socket) and serves the session on them directly, so no process copies
 	// the bytes in between. Attach bridges by copying when it is false.
 	FDHandoff bool `json:"fd_handoff,omitempty"`
+	// Fencing says the daemon takes OpClaim. An older daemon answers it
+	// as an unknown op; the client refuses to claim one without asking.
+	Fencing bool `json:"fencing,omitempty"`
 }
 
 // HandoffByte opens a connection that hands over descriptors; a yamux
@@ -338,4 +343,17 @@ type DialRequest struct {
 	Network string        `json:"network"`
 	Address string        `json:"address"`
 	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// ClaimRequest makes the session the sandbox's owner at Epoch, a fencing
+// epoch that only grows (sandboxd's replicas use their conversation Lease's
+// leaseTransitions). The daemon keeps the highest epoch claimed, in its
+// state dir when it has one, so that a restarted daemon remembers it. A
+// claim below it, or at it by another Holder, is refused with
+// CodeFailedPrecondition; an accepted claim closes every other session that
+// claimed a lower epoch, after their running requests ended. A session that
+// never claims is not fenced (backends with one sandboxd never claim).
+type ClaimRequest struct {
+	Holder string `json:"holder"`
+	Epoch  int64  `json:"epoch"`
 }
