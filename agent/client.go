@@ -25,8 +25,9 @@ import (
 // ends the session and every open stream.
 type Client struct {
 	sess  *yamux.Session
-	quick time.Duration // own deadline of the quick operations (deadline.go)
-	file  time.Duration // own deadline of the file operations
+	quick time.Duration        // own deadline of the quick operations (deadline.go)
+	file  time.Duration        // own deadline of the file operations
+	hello *proto.HelloResponse // the daemon's, from NewClient
 }
 
 // NewClient starts a session over rwc (the attach exec's stdio) and checks
@@ -48,6 +49,7 @@ func NewClient(ctx context.Context, rwc io.ReadWriteCloser, opts ...ClientOption
 		c.Close()
 		return nil, errdefs.FailedPrecondition("the sandbox agent speaks protocol version %d but sandboxd needs %d; restart the agent with the matching binary", h.Version, proto.Version)
 	}
+	c.hello = h
 	return c, nil
 }
 
@@ -190,6 +192,21 @@ func (c *Client) Dial(ctx context.Context, r *proto.DialRequest) (net.Conn, erro
 		return nil, err
 	}
 	return st, nil
+}
+
+// Claim makes this session the sandbox's owner at epoch (see
+// proto.ClaimRequest): every other session that claimed a lower epoch is
+// closed, its running requests ended, before Claim returns. A claim below
+// the highest the agent accepted, or at it by another holder, fails with
+// errdefs.ErrFailedPrecondition: the caller no longer owns the sandbox. Once
+// another session's claim supersedes this one, the session is closed.
+func (c *Client) Claim(ctx context.Context, holder string, epoch int64) error {
+	if c.hello != nil && !c.hello.Fencing {
+		return errdefs.FailedPrecondition("the sandbox agent (pid %d, started %s) predates fencing and cannot be claimed by a replica; restart the sandbox's agent with the current sandbox-agent binary",
+			c.hello.PID, c.hello.StartedAt.Format(time.RFC3339))
+	}
+	_, err := c.call(ctx, &proto.Request{Op: proto.OpClaim, Claim: &proto.ClaimRequest{Holder: holder, Epoch: epoch}})
+	return err
 }
 
 // Done is closed when the session has ended (pipe dropped or Close).

@@ -79,6 +79,22 @@ func TestVersionMismatchIsRefused(t *testing.T) {
 	}
 }
 
+// An agent from before fencing is not asked to claim: it would not know
+// the op, and the caller learns what to do instead.
+func TestClaimNeedsAFencingAgent(t *testing.T) {
+	a, b := net.Pipe()
+	go fakeAgent(b, proto.HelloResponse{Version: proto.Version, PID: 42})
+	c, err := agent.NewClient(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	err = c.Claim(context.Background(), "replica-0", 1)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "predates fencing") {
+		t.Fatalf("claim on an agent without fencing = %v, want failed_precondition", err)
+	}
+}
+
 // BenchmarkReadFile4K measures one 4 KiB ReadFile round trip over an
 // in-memory pipe: the agent protocol's per-request overhead.
 func BenchmarkReadFile4K(b *testing.B) {

@@ -11,6 +11,11 @@ import (
 
 // fakeOldAgent answers every request with a hello of another version.
 func fakeOldAgent(c net.Conn) {
+	fakeAgent(c, proto.HelloResponse{Version: proto.Version + 1})
+}
+
+// fakeAgent answers every request with hello.
+func fakeAgent(c net.Conn, hello proto.HelloResponse) {
 	cfg := yamux.DefaultConfig()
 	cfg.LogOutput = io.Discard
 	sess, err := yamux.Server(c, cfg)
@@ -25,7 +30,7 @@ func fakeOldAgent(c net.Conn) {
 		}
 		var req proto.Request
 		proto.ReadFrame(st, &req)
-		proto.WriteFrame(st, &proto.Response{Hello: &proto.HelloResponse{Version: proto.Version + 1}})
+		proto.WriteFrame(st, &proto.Response{Hello: &hello})
 		st.Close()
 	}
 }
