@@ -26,10 +26,11 @@ import (
 // older than the state-check interval: a paused, stopped or vanished
 // sandbox is told as such instead of as a dropped session.
 //
-// Goroutines: one reaper (periodic refresh and idle reaping), one dialer per
-// pipe being opened, and one watcher per open pipe. Close stops the reaper,
-// cancels dials, closes every pipe (processes in the sandboxes keep running)
-// and waits for all of them.
+// Goroutines: one reaper (periodic refresh and idle reaping; it asks the
+// reap gate), one dialer per pipe being opened (it runs the attach hook),
+// and one watcher per open pipe. Close stops the reaper, cancels dials,
+// closes every pipe (processes in the sandboxes keep running) and waits for
+// all of them.
 type Manager struct {
 	backend Backend
 	name    string
@@ -74,6 +75,9 @@ type entry struct {
 type dialing struct {
 	done chan struct{}
 	err  error
+	// detached is set (under Manager.mu) by a Detach while the pipe was
+	// being opened: the dialer closes it instead of publishing it.
+	detached bool
 }
 
 // NewManager returns a Manager over b. Call Start before use and Close at the end.

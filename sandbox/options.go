@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"context"
 	"log/slog"
 	"time"
+
+	"github.com/sandboxd/sandboxd/agent"
 )
 
 // Option configures a Manager.
@@ -17,6 +20,8 @@ type options struct {
 	missRefresh  time.Duration
 	dialTimeout  time.Duration
 	stateCheck   time.Duration
+	attachHook   func(ctx context.Context, info Info, c *agent.Client) error
+	reapGate     func(ctx context.Context, info Info) (release func(), ok bool)
 }
 
 func defaultOptions() options {
@@ -97,4 +102,20 @@ func WithStateCheck(d time.Duration) Option {
 			o.stateCheck = d
 		}
 	}
+}
+
+// WithAttachHook runs hook on every newly opened agent pipe before it is
+// handed out, on the dialer's goroutine and under its deadline (replicas
+// claim the sandbox there). An error closes the pipe and fails the Agent
+// calls waiting for it with that error, its errdefs class kept.
+func WithAttachHook(hook func(ctx context.Context, info Info, c *agent.Client) error) Option {
+	return func(o *options) { o.attachHook = hook }
+}
+
+// WithReapGate asks gate before the idle reaper removes a sandbox, under
+// the conversation's lock: !ok leaves the sandbox for a later round (say,
+// another replica owns it), and release, when not nil, is called once the
+// removal was tried.
+func WithReapGate(gate func(ctx context.Context, info Info) (release func(), ok bool)) Option {
+	return func(o *options) { o.reapGate = gate }
 }

@@ -92,6 +92,8 @@ func (m *Manager) dialer(e *entry, d *dialing) {
 	case err != nil:
 	case m.closed || m.byID[id] != e || e.removing:
 		err = errdefs.NotFound("the sandbox of conversation %s was deleted while connecting to it; create a new one", conv)
+	case d.detached:
+		// Closed below; the waiters look again and open a new pipe.
 	default:
 		e.info = info
 		e.client = c
@@ -112,10 +114,39 @@ func (m *Manager) dialer(e *entry, d *dialing) {
 	if c != nil {
 		_ = c.Close()
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		m.log.Warn("agent pipe not opened", "id", id, "conversation", conv, "err", err)
-	} else {
+	case c != nil:
+		m.log.Debug("agent pipe opened and closed again: it was detached meanwhile", "id", id, "conversation", conv)
+	default:
 		m.log.Debug("agent pipe opened", "id", id, "conversation", conv)
+	}
+}
+
+// Detach closes id's agent pipe, and discards one being opened, without
+// removing the sandbox from the map: the next Agent call opens a new pipe
+// (and runs the attach hook on it). Calls on the closed client fail as on
+// a dropped pipe. A replica detaches the sandboxes whose lease it lost.
+func (m *Manager) Detach(id, why string) {
+	m.mu.Lock()
+	e := m.byID[id]
+	if e == nil {
+		m.mu.Unlock()
+		return
+	}
+	c, d, conv := e.client, e.dial, e.info.Conversation
+	e.client = nil
+	if d != nil {
+		d.detached = true
+	}
+	e.opened = false // the next pipe is not a reconnect after a drop
+	m.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+	if c != nil || d != nil {
+		m.log.Info("agent pipe detached", "id", id, "conversation", conv, "reason", why)
 	}
 }
 
@@ -140,6 +171,12 @@ func (m *Manager) open(ctx context.Context, id, conv string) (*agent.Client, Inf
 		_ = rwc.Close()
 		return nil, Info{}, m.dialFailed(ctx, id, conv,
 			errdefs.Unavailable("the agent in the sandbox of conversation %s did not answer: %v; retry, and delete and re-create the sandbox if it persists", conv, err))
+	}
+	if hook := m.opts.attachHook; hook != nil {
+		if err := hook(ctx, info, c); err != nil {
+			_ = c.Close()
+			return nil, Info{}, err
+		}
 	}
 	m.mu.Lock()
 	if e := m.byID[id]; e != nil {

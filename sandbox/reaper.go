@@ -63,22 +63,45 @@ func (m *Manager) reap(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		m.mu.Lock()
-		e := m.byID[v.id]
-		idle := time.Duration(0)
-		still := e != nil && !e.removing
-		if still {
-			idle = m.opts.now().Sub(e.lastUsed)
-			still = idle >= m.opts.idleTTL
-		}
-		m.mu.Unlock()
-		if still {
-			if err := m.remove(ctx, v.id); err != nil {
-				m.log.Warn("cannot remove idle sandbox", "id", v.id, "conversation", v.conv, "err", err)
-			} else {
-				m.log.Info("removed idle sandbox", "id", v.id, "tenant", v.tenant, "conversation", v.conv, "idle", idle.Round(time.Second), "ttl", m.opts.idleTTL)
-			}
-		}
+		m.reapLocked(ctx, v.id)
 		unlock()
 	}
+}
+
+// reapLocked removes id if it is still idle and the reap gate lets it; the
+// caller holds its conversation's lock.
+func (m *Manager) reapLocked(ctx context.Context, id string) {
+	idle := func() (Info, time.Duration, bool) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		e := m.byID[id]
+		if e == nil || e.removing {
+			return Info{}, 0, false
+		}
+		d := m.opts.now().Sub(e.lastUsed)
+		return e.info, d, d >= m.opts.idleTTL
+	}
+	info, since, still := idle()
+	if !still {
+		return
+	}
+	if gate := m.opts.reapGate; gate != nil {
+		release, ok := gate(ctx, info)
+		if !ok {
+			m.log.Debug("idle sandbox kept for now: the reap gate said no", "id", id, "conversation", info.Conversation)
+			return
+		}
+		if release != nil {
+			defer release()
+		}
+		// The gate may have taken a while; a call meanwhile keeps the sandbox.
+		if info, since, still = idle(); !still {
+			return
+		}
+	}
+	if err := m.remove(ctx, id); err != nil {
+		m.log.Warn("cannot remove idle sandbox", "id", id, "conversation", info.Conversation, "err", err)
+		return
+	}
+	m.log.Info("removed idle sandbox", "id", id, "tenant", info.Tenant, "conversation", info.Conversation, "idle", since.Round(time.Second), "ttl", m.opts.idleTTL)
 }
