@@ -289,3 +289,7 @@ func (b *Backend) Ping(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Clientset is the backend's API client, for the parts of sandboxd that
+// keep their own objects in the cluster (replication's leases and runs).
+func (b *Backend) Clientset() kubernetes.Interface { return b.cs }

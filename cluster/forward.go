@@ -1,0 +1,93 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+)
+
+// Forwarder proxies requests to the replica that owns their conversation:
+// bodies and responses stream through (SSE included), and a peer that
+// cannot be reached is a 503 with Retry-After, never a hang.
+type Forwarder struct {
+	signer  *Signer
+	proxy   *httputil.ReverseProxy
+	metrics *Metrics
+	log     *slog.Logger
+}
+
+type peerKey struct{}
+
+// peerDialTimeout bounds connecting to a peer; a replica that died is
+// usually a refused connection, a partitioned one this timeout.
+const peerDialTimeout = 2 * time.Second
+
+// NewForwarder returns a Forwarder that signs with signer.
+func NewForwarder(signer *Signer, m *Metrics, log *slog.Logger) *Forwarder {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := &Forwarder{signer: signer, metrics: m, log: log}
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: peerDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // a tool call may run for minutes
+		ForceAttemptHTTP2:     false,
+	}
+	f.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			p := pr.In.Context().Value(peerKey{}).(Peer)
+			u, _ := url.Parse(p.URL)
+			pr.SetURL(u)
+			pr.Out.Host = pr.In.Host
+			f.signer.Sign(pr.Out, p.Identity)
+		},
+		Transport:     tr,
+		FlushInterval: -1, // SSE and streamed output reach the client at once
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			p, _ := r.Context().Value(peerKey{}).(Peer)
+			if errors.Is(err, context.Canceled) {
+				return // the client left
+			}
+			f.metrics.forward("peer_unavailable")
+			f.log.Warn("forwarding to the owning replica failed", "peer", p.Identity, "url", p.URL, "err", err)
+			WriteUnavailable(w, peerDialTimeout, "the replica that owns this conversation ("+p.Identity+") cannot be reached; retry in a few seconds, another replica takes over when its lease expires")
+		},
+		ModifyResponse: func(*http.Response) error {
+			f.metrics.forward("ok")
+			return nil
+		},
+	}
+	return f
+}
+
+// Forward serves r by proxying it to p.
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, p Peer) {
+	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, p)))
+}
+
+// WriteUnavailable answers 503 with Retry-After and one sentence, in the
+// API's error shape.
+func WriteUnavailable(w http.ResponseWriter, after time.Duration, msg string) {
+	secs := int((after + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	writeError(w, http.StatusServiceUnavailable, "unavailable", msg)
+}
+
+func writeError(w http.ResponseWriter, code int, kind, msg string) {
+	b, _ := json.Marshal(api.ErrorBody{Error: api.ErrorDetail{Code: kind, Message: msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}

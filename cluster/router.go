@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/tools"
+)
+
+// RunLookup finds any run by id, whoever owns it, without touching it.
+type RunLookup interface {
+	Lookup(id string) (tools.Run, bool)
+}
+
+// Authenticator says which tenant a bearer token belongs to.
+type Authenticator interface {
+	Authenticate(token string) (tenant string, ok bool)
+}
+
+// SandboxLookup finds the conversation of a sandbox id (false when there
+// is no such sandbox in the deployment).
+type SandboxLookup func(ctx context.Context, id string) (Key, bool)
+
+// Router is the front of the API on a replica: a request for a
+// conversation is served here when this replica owns it (or takes it
+// over), forwarded to its owner otherwise, and answered 503 with
+// Retry-After while it changes hands. Requests that belong to no
+// conversation (listings, questions, health, metrics, the console) are
+// served here. A request forwarded by a peer is checked and never
+// forwarded again.
+type Router struct {
+	owners    *Owners
+	fwd       *Forwarder
+	signer    *Signer
+	runs      RunLookup
+	sandboxes SandboxLookup
+	auth      Authenticator
+	next      http.Handler
+	maxBody   int64
+	metrics   *Metrics
+	log       *slog.Logger
+	mux       *http.ServeMux
+}
+
+// RouterOptions are a Router's parts.
+type RouterOptions struct {
+	Owners    *Owners
+	Forwarder *Forwarder
+	Signer    *Signer
+	Runs      RunLookup
+	Sandboxes SandboxLookup
+	Auth      Authenticator
+	// MaxBody caps the bodies read to find a conversation (create calls).
+	MaxBody int64
+	Metrics *Metrics
+	Log     *slog.Logger
+}
+
+// NewRouter returns the front of next.
+func NewRouter(next http.Handler, o RouterOptions) *Router {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	rt := &Router{owners: o.Owners, fwd: o.Forwarder, signer: o.Signer, runs: o.Runs, sandboxes: o.Sandboxes,
+		auth: o.Auth, next: next, maxBody: o.MaxBody, metrics: o.Metrics, log: o.Log}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sandboxes", rt.byBody)
+	mux.HandleFunc("DELETE /v1/sandboxes/{id}", rt.bySandbox)
+	mux.HandleFunc("POST /v1/runs", rt.byBody)
+	mux.HandleFunc("GET /v1/runs/{id}", rt.byRun)
+	mux.HandleFunc("GET /v1/runs/{id}/tools", rt.byRun)
+	mux.HandleFunc("POST /v1/runs/{id}/tools/{name}", rt.byRun)
+	mux.HandleFunc("DELETE /v1/runs/{id}", rt.byRun)
+	mux.Handle("/", next)
+	rt.mux = mux
+	return rt
+}
+
+type forwardedKey struct{}
+
+// IsForwarded reports whether r came from a peer (checked).
+func IsForwarded(r *http.Request) bool {
+	v, _ := r.Context().Value(forwardedKey{}).(bool)
+	return v
+}
+
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	forwarded, err := rt.signer.Verify(r)
+	if err != nil {
+		rt.metrics.forward("refused")
+		rt.log.Warn("a forwarded request was refused", "from", r.RemoteAddr, "by", r.Header.Get(HeaderForwardedBy), "err", err)
+		writeError(w, http.StatusForbidden, "permission_denied", "this request claims to be forwarded by a sandboxd replica, but the claim is "+
+			strings.TrimPrefix(err.Error(), errForged.Error())+"; send requests without the X-Sandboxd-Forward headers")
+		return
+	}
+	if forwarded {
+		r = r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true))
+	}
+	rt.mux.ServeHTTP(w, r)
+}
+
+// serve routes a request for conversation k.
+func (rt *Router) serve(w http.ResponseWriter, r *http.Request, k Key) {
+	forwarded := IsForwarded(r)
+	route, err := rt.owners.Resolve(r.Context(), k, true)
+	if err != nil {
+		WriteUnavailable(w, RetryAfter(err), err.Error())
+		return
+	}
+	if route.Local {
+		defer route.Done()
+		rt.next.ServeHTTP(w, r)
+		return
+	}
+	if forwarded {
+		// The sender thought we own it; we think it is the peer's. One
+		// of the two has a stale view: the client retries and by then the
+		// lease says.
+		WriteUnavailable(w, RetryAfter(nil), "conversation "+k.String()+" is changing hands between replicas; retry")
+		return
+	}
+	rt.fwd.Forward(w, r, route.Peer)
+}
+
+func (rt *Router) byRun(w http.ResponseWriter, r *http.Request) {
+	run, ok := rt.runs.Lookup(r.PathValue("id"))
+	if !ok {
+		rt.next.ServeHTTP(w, r) // the API answers its 404
+		return
+	}
+	rt.serve(w, r, Key{Tenant: run.Tenant, Conversation: run.Conversation})
+}
+
+func (rt *Router) bySandbox(w http.ResponseWriter, r *http.Request) {
+	k, ok := rt.sandboxes(r.Context(), r.PathValue("id"))
+	if !ok {
+		rt.next.ServeHTTP(w, r)
+		return
+	}
+	rt.serve(w, r, k)
+}
+
+// byBody routes the create calls, whose conversation is in the JSON body:
+// the body is read (within the cap), looked into, and handed on whole.
+// Whatever cannot be routed (no token, a body too large or not JSON, no
+// conversation) is served here, where the API says what is wrong.
+func (rt *Router) byBody(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := rt.tenant(r)
+	if !ok {
+		rt.next.ServeHTTP(w, r)
+		return
+	}
+	head, err := io.ReadAll(io.LimitReader(r.Body, rt.maxBody+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	if err != nil || int64(len(head)) > rt.maxBody {
+		rt.next.ServeHTTP(w, r)
+		return
+	}
+	var body struct {
+		Conversation string `json:"conversation"`
+	}
+	if json.Unmarshal(head, &body) != nil || body.Conversation == "" {
+		rt.next.ServeHTTP(w, r)
+		return
+	}
+	r.ContentLength = int64(len(head))
+	rt.serve(w, r, Key{Tenant: tenant, Conversation: body.Conversation})
+}
+
+func (rt *Router) tenant(r *http.Request) (string, bool) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || tok == "" {
+		return "", false
+	}
+	return rt.auth.Authenticate(strings.TrimSpace(tok))
+}
