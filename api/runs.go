@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"sync"
@@ -16,11 +17,20 @@ import (
 const (
 	DefaultRunTTL           = 24 * time.Hour
 	DefaultMaxRunsPerTenant = 1000
+	// DefaultRunRecordsTimeout bounds each call to the run records.
+	DefaultRunRecordsTimeout = 5 * time.Second
 )
 
 // RunStore holds the live runs in memory. A run that is not used for the
-// TTL expires; expiry is checked on every access (there is no goroutine),
-// so an expired run is never served. It is safe for concurrent use.
+// TTL expires; expiry is checked on every access (there is no sweeping
+// goroutine), so an expired run is never served. It is safe for concurrent
+// use.
+//
+// With run records (WithRunRecords) the top-level runs also live there, so
+// that every replica of a deployment serves them and they outlive this
+// process; see WithRunRecords. Goroutines: none long-lived; with records, at
+// most one short-lived retry of record removals that failed, each call
+// bounded by DefaultRunRecordsTimeout.
 type RunStore struct {
 	ttl   time.Duration
 	max   int
@@ -30,9 +40,18 @@ type RunStore struct {
 	file      string      // the run file ("" keeps runs in memory only)
 	onSaveErr func(error) // hears of a failed write of the run file
 
-	mu        sync.Mutex           // guards runs, perTenant, dirty and the run file
+	records     RunRecords    // the top-level runs of every replica (nil: none)
+	onRecordErr func(error)   // hears of a record that could not be removed
+	recTimeout  time.Duration // bounds each call to records
+
+	mu        sync.Mutex           // guards runs, perTenant, kids, reserved, tombs, retrying, lastRetry, dirty and the run file
 	runs      map[string]*runEntry // by run id
 	perTenant map[string]int       // live runs per tenant
+	kids      map[string]int       // live child runs per tenant (never in records)
+	reserved  map[string]int       // top-level runs per tenant being put into records
+	tombs     map[string]tomb      // ended top-level runs hidden from records, by id
+	retrying  bool                 // a retry of failed removals is under way
+	lastRetry time.Time            // when the last retry started
 	dirty     bool                 // a top-level run came or went since the file was written
 }
 
@@ -75,14 +94,21 @@ func WithRunEndHook(f func(run tools.Run, reason string)) RunOption {
 // NewRunStore returns an empty store.
 func NewRunStore(opts ...RunOption) *RunStore {
 	s := &RunStore{
-		ttl:       DefaultRunTTL,
-		max:       DefaultMaxRunsPerTenant,
-		now:       time.Now,
-		runs:      map[string]*runEntry{},
-		perTenant: map[string]int{},
+		ttl:        DefaultRunTTL,
+		max:        DefaultMaxRunsPerTenant,
+		now:        time.Now,
+		recTimeout: DefaultRunRecordsTimeout,
+		runs:       map[string]*runEntry{},
+		perTenant:  map[string]int{},
+		kids:       map[string]int{},
+		reserved:   map[string]int{},
+		tombs:      map[string]tomb{},
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.records != nil {
+		s.file = "" // the records keep the runs; a file would fork them
 	}
 	return s
 }
@@ -90,31 +116,73 @@ func NewRunStore(opts ...RunOption) *RunStore {
 type ended struct {
 	run    tools.Run
 	reason string
+	remove bool // its record must be removed
 }
 
 // Create stores run under a new id and returns it. The parent, if any,
 // must be a live run of the same tenant (else NotFound) and conversation.
+// With records, a top-level run is in them before Create returns; when it
+// cannot be put there the run is not created (Unavailable).
 func (s *RunStore) Create(run tools.Run) (tools.Run, error) {
+	shared := s.records != nil && run.Parent == ""
+	recorded := 0
+	if s.records != nil {
+		recorded = s.records.Count(run.Tenant)
+	}
 	now := s.now()
 	s.mu.Lock()
 	gone := s.sweepLocked(now)
-	err := s.checkCreateLocked(run)
+	err := s.checkCreateLocked(run, recorded)
 	if err == nil {
 		run.ID = "run_" + uuid.NewString()
-		s.runs[run.ID] = &runEntry{run: run, lastUsed: now}
-		s.perTenant[run.Tenant]++
-		s.dirty = s.dirty || run.Parent == ""
+		if shared {
+			s.reserved[run.Tenant]++ // holds the place while the record is written
+		} else {
+			s.insertLocked(run, now)
+		}
 	}
 	s.flushLocked()
 	s.mu.Unlock()
-	s.notify(gone)
+	s.finish(gone)
 	if err != nil {
 		return tools.Run{}, err
+	}
+	if shared {
+		if err := s.putRecord(run); err != nil {
+			return tools.Run{}, err
+		}
 	}
 	return run, nil
 }
 
-func (s *RunStore) checkCreateLocked(run tools.Run) error {
+// putRecord writes a new top-level run into the records and then into
+// memory. A failed write may still have landed (a timeout), so its record
+// is removed, or hidden and retried, lest it count against the tenant.
+func (s *RunStore) putRecord(run tools.Run) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.recTimeout)
+	err := s.records.Put(ctx, run)
+	cancel()
+	s.mu.Lock()
+	if s.reserved[run.Tenant]--; s.reserved[run.Tenant] <= 0 {
+		delete(s.reserved, run.Tenant)
+	}
+	if err == nil {
+		s.insertLocked(run, s.now())
+	} else {
+		s.buryLocked(run.ID, false)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.removeRecord(run.ID)
+		return errdefs.Unavailable("the run cannot be stored where every replica sees it (%v); nothing was created, retry in a moment", err)
+	}
+	return nil
+}
+
+// checkCreateLocked checks the parent and the tenant's limit. recorded is
+// the tenant's count in the records, which hold the top-level runs of
+// every replica (this one's too, though a cache may lag its newest).
+func (s *RunStore) checkCreateLocked(run tools.Run, recorded int) error {
 	if run.Parent != "" {
 		p := s.runs[run.Parent]
 		if p == nil || p.run.Tenant != run.Tenant {
@@ -125,78 +193,224 @@ func (s *RunStore) checkCreateLocked(run tools.Run) error {
 				run.Parent, p.run.Conversation, run.Conversation)
 		}
 	}
-	if s.perTenant[run.Tenant] >= s.max {
+	live := s.perTenant[run.Tenant]
+	if s.records != nil {
+		live = max(recorded, live-s.kids[run.Tenant]) + s.kids[run.Tenant] + s.reserved[run.Tenant]
+	}
+	if live >= s.max {
 		return errdefs.ResourceExhausted("this tenant already has %d live runs, the limit; delete runs that have finished (DELETE /v1/runs/{id}) and retry", s.max)
 	}
 	return nil
 }
 
 // Get returns the tenant's run and marks it used. Another tenant's run,
-// an ended one and an expired one are all NotFound.
+// an ended one and an expired one are all NotFound. With records, a run
+// that is not in memory is looked up there and kept from then on (another
+// replica created it, or held it before), and a top-level run whose record
+// was removed by another replica ends here too.
 func (s *RunStore) Get(tenant, id string) (tools.Run, error) {
 	now := s.now()
 	s.mu.Lock()
 	var gone []ended
 	e := s.runs[id]
-	if e != nil && now.Sub(e.lastUsed) >= s.ttl {
-		gone = s.removeLocked(id, "expired", nil)
+	expired := e != nil && now.Sub(e.lastUsed) >= s.ttl
+	if expired {
+		gone = s.endLocked(id, "expired", nil)
 		e = nil
 	}
+	var run tools.Run
 	if e != nil && e.run.Tenant == tenant {
 		e.lastUsed = now
+		run = e.run
 	}
 	s.flushLocked()
 	s.mu.Unlock()
-	s.notify(gone)
-	if e == nil || e.run.Tenant != tenant {
+	s.finish(gone)
+	switch {
+	case run.ID != "" && (s.records == nil || run.Parent != ""):
+		return run, nil
+	case run.ID != "":
+		return s.checkRecord(run)
+	case expired || e != nil || s.records == nil:
 		return tools.Run{}, errNoRun(id)
 	}
-	return e.run, nil
+	return s.adopt(tenant, id)
 }
 
-// List returns the tenant's live runs, sorted by id.
-func (s *RunStore) List(tenant string) []tools.Run {
+// checkRecord returns run, a top-level run in memory, unless its record
+// is gone: then another replica deleted it and it ends here as well. When
+// the records cannot answer, memory serves.
+func (s *RunStore) checkRecord(run tools.Run) (tools.Run, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.recTimeout)
+	_, ok, err := s.records.Get(ctx, run.ID)
+	cancel()
+	if err != nil || ok {
+		return run, nil
+	}
 	s.mu.Lock()
-	gone := s.sweepLocked(s.now())
+	var gone []ended
+	if e := s.runs[run.ID]; e != nil && e.run.Tenant == run.Tenant {
+		gone = s.removeLocked(run.ID, "deleted", nil)
+		s.buryLocked(run.ID, true)
+	}
+	s.mu.Unlock()
+	s.finish(gone)
+	return tools.Run{}, errNoRun(run.ID)
+}
+
+// adopt finds the tenant's top-level run id in the records and keeps it in
+// memory, as fresh as a run just used.
+func (s *RunStore) adopt(tenant, id string) (tools.Run, error) {
+	rec, err := s.lookupRecord(id)
+	if err != nil {
+		return tools.Run{}, errdefs.Unavailable("run %q cannot be looked up where every replica sees runs (%v); retry in a moment", id, err)
+	}
+	if rec.ID != id || rec.Tenant != tenant || rec.Parent != "" {
+		return tools.Run{}, errNoRun(id)
+	}
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hiddenLocked(id, now) {
+		return tools.Run{}, errNoRun(id) // it ended here while being looked up
+	}
+	if e := s.runs[id]; e != nil {
+		e.lastUsed = now
+		return e.run, nil
+	}
+	s.insertLocked(rec, now)
+	return rec, nil
+}
+
+// lookupRecord reads id from the records unless it ended here; a run that
+// is not there is the zero Run.
+func (s *RunStore) lookupRecord(id string) (tools.Run, error) {
+	s.mu.Lock()
+	hidden := s.hiddenLocked(id, s.now())
+	s.mu.Unlock()
+	if hidden {
+		return tools.Run{}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.recTimeout)
+	defer cancel()
+	rec, ok, err := s.records.Get(ctx, id)
+	if err != nil || !ok {
+		return tools.Run{}, err
+	}
+	return rec, nil
+}
+
+// Lookup returns the live run id of any tenant, from memory or else from
+// the records, without marking it used or keeping it: a router asks it
+// which conversation a request is for.
+func (s *RunStore) Lookup(id string) (tools.Run, bool) {
+	now := s.now()
+	s.mu.Lock()
+	e := s.runs[id]
+	var run tools.Run
+	if e != nil && now.Sub(e.lastUsed) < s.ttl {
+		run = e.run
+	}
+	s.mu.Unlock()
+	if run.ID != "" {
+		return run, true
+	}
+	if e != nil || s.records == nil {
+		return tools.Run{}, false
+	}
+	rec, err := s.lookupRecord(id)
+	if err != nil || rec.ID != id || rec.Parent != "" {
+		return tools.Run{}, false
+	}
+	return rec, true
+}
+
+// List returns the tenant's live runs, sorted by id: with records, those
+// of every replica.
+func (s *RunStore) List(tenant string) []tools.Run {
+	var recs []tools.Run
+	if s.records != nil {
+		recs = s.records.List(tenant)
+	}
+	now := s.now()
+	s.mu.Lock()
+	gone := s.sweepLocked(now)
 	out := []tools.Run{}
 	for _, e := range s.runs {
 		if e.run.Tenant == tenant {
 			out = append(out, e.run)
 		}
 	}
+	for _, r := range recs {
+		if r.ID != "" && r.Tenant == tenant && r.Parent == "" && s.runs[r.ID] == nil && !s.hiddenLocked(r.ID, now) {
+			out = append(out, r)
+		}
+	}
 	s.flushLocked()
 	s.mu.Unlock()
-	s.notify(gone)
+	s.finish(gone)
 	slices.SortFunc(out, func(a, b tools.Run) int { return strings.Compare(a.ID, b.ID) })
-	return out
+	return slices.CompactFunc(out, func(a, b tools.Run) bool { return a.ID == b.ID })
 }
 
-// Delete ends the tenant's run and, with it, the runs it spawned.
+// Delete ends the tenant's run and, with it, the runs it spawned. With
+// records, a run only another replica holds is deleted from the records
+// (that replica ends it on its next use).
 func (s *RunStore) Delete(tenant, id string) error {
 	s.mu.Lock()
 	e := s.runs[id]
 	var gone []ended
 	if e != nil && e.run.Tenant == tenant {
-		gone = s.removeLocked(id, "deleted", nil)
+		gone = s.endLocked(id, "deleted", nil)
 	}
 	s.flushLocked()
 	s.mu.Unlock()
-	s.notify(gone)
-	if gone == nil {
+	s.finish(gone)
+	switch {
+	case gone != nil:
+		return nil
+	case e != nil || s.records == nil:
 		return errNoRun(id)
 	}
+	rec, err := s.lookupRecord(id)
+	if err != nil {
+		return errdefs.Unavailable("run %q cannot be looked up where every replica sees runs (%v); retry in a moment", id, err)
+	}
+	if rec.ID != id || rec.Tenant != tenant || rec.Parent != "" {
+		return errNoRun(id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.recTimeout)
+	err = s.records.Remove(ctx, id)
+	cancel()
+	if err != nil {
+		return errdefs.Unavailable("run %q cannot be deleted where every replica sees runs (%v); retry in a moment", id, err)
+	}
+	s.mu.Lock()
+	s.buryLocked(id, true)
+	s.mu.Unlock()
 	return nil
 }
 
-// Active returns the number of live runs, dropping expired ones first.
+// Active returns the number of live runs in memory, dropping expired ones
+// first.
 func (s *RunStore) Active() int {
 	s.mu.Lock()
 	gone := s.sweepLocked(s.now())
 	n := len(s.runs)
 	s.flushLocked()
 	s.mu.Unlock()
-	s.notify(gone)
+	s.finish(gone)
 	return n
+}
+
+// insertLocked adds run to memory, used at now.
+func (s *RunStore) insertLocked(run tools.Run, now time.Time) {
+	s.runs[run.ID] = &runEntry{run: run, lastUsed: now}
+	s.perTenant[run.Tenant]++
+	if run.Parent != "" {
+		s.kids[run.Tenant]++
+	}
+	s.dirty = s.dirty || run.Parent == ""
 }
 
 // sweepLocked removes every expired run.
@@ -204,13 +418,29 @@ func (s *RunStore) sweepLocked(now time.Time) []ended {
 	var gone []ended
 	for id, e := range s.runs {
 		if _, still := s.runs[id]; still && now.Sub(e.lastUsed) >= s.ttl {
-			gone = s.removeLocked(id, "expired", gone)
+			gone = s.endLocked(id, "expired", gone)
+		}
+	}
+	s.pruneTombsLocked(now)
+	return gone
+}
+
+// endLocked is removeLocked for a run that ends everywhere: its record,
+// if any, is to be removed (finish does) and is hidden until then.
+func (s *RunStore) endLocked(id, reason string, gone []ended) []ended {
+	n := len(gone)
+	gone = s.removeLocked(id, reason, gone)
+	for i := n; i < len(gone); i++ {
+		if s.records != nil && gone[i].run.Parent == "" {
+			gone[i].remove = true
+			s.buryLocked(gone[i].run.ID, false)
 		}
 	}
 	return gone
 }
 
-// removeLocked removes id and its descendants, appending them to gone.
+// removeLocked removes id and its descendants from memory, appending them
+// to gone.
 func (s *RunStore) removeLocked(id, reason string, gone []ended) []ended {
 	e := s.runs[id]
 	if e == nil {
@@ -221,13 +451,30 @@ func (s *RunStore) removeLocked(id, reason string, gone []ended) []ended {
 	if s.perTenant[e.run.Tenant]--; s.perTenant[e.run.Tenant] <= 0 {
 		delete(s.perTenant, e.run.Tenant)
 	}
-	gone = append(gone, ended{e.run, reason})
+	if e.run.Parent != "" {
+		if s.kids[e.run.Tenant]--; s.kids[e.run.Tenant] <= 0 {
+			delete(s.kids, e.run.Tenant)
+		}
+	}
+	gone = append(gone, ended{run: e.run, reason: reason})
 	for cid, c := range s.runs {
 		if c.run.Parent == id {
 			gone = s.removeLocked(cid, "parent ended", gone)
 		}
 	}
 	return gone
+}
+
+// finish removes the records of the runs that ended, then tells the hook;
+// it runs outside the lock.
+func (s *RunStore) finish(gone []ended) {
+	for _, g := range gone {
+		if g.remove {
+			s.removeRecord(g.run.ID)
+		}
+	}
+	s.notify(gone)
+	s.maybeRetry()
 }
 
 func (s *RunStore) notify(gone []ended) {
@@ -241,4 +488,43 @@ func (s *RunStore) notify(gone []ended) {
 
 func errNoRun(id string) error {
 	return errdefs.NotFound("run %q does not exist or has ended; create a run with POST /v1/runs", id)
+}
+
+// AdoptConversation keeps in memory every recorded run of the tenant's
+// conversation that is not there yet, each as fresh as a run just used,
+// and returns how many: this replica has taken the conversation over. It
+// does nothing without records or once ctx is done.
+func (s *RunStore) AdoptConversation(ctx context.Context, tenant, conversation string) int {
+	if s.records == nil || ctx.Err() != nil {
+		return 0
+	}
+	recs := s.records.List(tenant)
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range recs {
+		if r.ID == "" || r.Tenant != tenant || r.Conversation != conversation || r.Parent != "" ||
+			s.runs[r.ID] != nil || s.hiddenLocked(r.ID, now) {
+			continue
+		}
+		s.insertLocked(r, now)
+		n++
+	}
+	return n
+}
+
+// ForgetConversation drops the tenant's conversation's runs, and the runs
+// they spawned, from memory only: another replica has taken the
+// conversation over and serves them from now on. No run ends (the end
+// hook is not called) and no record is removed.
+func (s *RunStore) ForgetConversation(tenant, conversation string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, e := range s.runs {
+		if _, still := s.runs[id]; still && e.run.Tenant == tenant && e.run.Conversation == conversation {
+			s.removeLocked(id, "", nil)
+		}
+	}
+	s.flushLocked()
 }
