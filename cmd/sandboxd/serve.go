@@ -36,6 +36,7 @@ type serveFlags struct {
 	agentBinary string
 	logFormat   string
 	logLevel    string
+	podIndex    bool
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -49,6 +50,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.agentBinary, "agent-binary", "", "sandbox-agent binary (default: config docker.agent_binary, else beside this executable)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&f.podIndex, "listen-add-pod-index", false, "add $SANDBOXD_POD_INDEX (a StatefulSet pod's index) to the --listen port, for replicas on one host's network")
 	if err := fs.Parse(args); err != nil {
 		return f, usagef("%v", err)
 	}
@@ -75,6 +77,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if f.podIndex {
+		if f.listen, err = withPodIndex(f.listen); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir %s cannot be created: %w", f.dataDir, err)
 	}
@@ -92,13 +99,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer c.Close()
 	}
 
+	var rep *replica
+	if cfg.Replication.Enabled {
+		if rep, err = newReplica(ctx, cfg, backend, f.listen, log); err != nil {
+			return err
+		}
+		defer rep.stop()
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// w is filled by registerTools below; the run-end hook reads it only
 	// when a run ends, which happens after wiring.
 	w := &wiring{log: log, cfg: cfg, dataDir: f.dataDir, agentBin: agentBin}
-	runs := api.NewRunStore(api.WithRunTTL(cfg.RunTTL.D()), api.WithMaxRunsPerTenant(cfg.MaxRunsPerTenant),
-		api.WithRunFile(filepath.Join(f.dataDir, "runs.json"), func(err error) { log.Warn("runs are not saved", "err", err) }),
+	keep := api.WithRunFile(filepath.Join(f.dataDir, "runs.json"), func(err error) { log.Warn("runs are not saved", "err", err) })
+	if rep != nil {
+		keep = api.WithRunRecords(rep.records, func(err error) { log.Warn("a run record was not written", "err", err) })
+	}
+	runs := api.NewRunStore(api.WithRunTTL(cfg.RunTTL.D()), api.WithMaxRunsPerTenant(cfg.MaxRunsPerTenant), keep,
 		api.WithRunEndHook(func(r tools.Run, reason string) {
 			log.Info("run ended", "run", r.ID, "tenant", r.Tenant, "conversation", r.Conversation, "reason", reason)
 			for _, h := range w.runEnd {
@@ -119,7 +137,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("metrics cannot be registered: %w", err)
 	}
-	mgr = sandbox.NewManager(backend, sandbox.WithIdleTTL(cfg.IdleTTL.D()), sandbox.WithLogger(log), sandbox.WithObserver(m))
+	mgrOpts := []sandbox.Option{sandbox.WithIdleTTL(cfg.IdleTTL.D()), sandbox.WithLogger(log), sandbox.WithObserver(m)}
+	if rep != nil {
+		if err := rep.start(cfg, reg, hooks(&mgr, runs, log), log); err != nil {
+			return err
+		}
+		mgrOpts = append(mgrOpts, rep.managerOptions()...)
+	}
+	mgr = sandbox.NewManager(backend, mgrOpts...)
 	defer mgr.Close()
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("the sandbox manager cannot start: %w", err)
@@ -142,13 +167,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.Path == "" {
 		hostPaths.AnyForTenant = api.AdminTenantName
 	}
+	var pinger api.Pinger = mgr
+	if rep != nil {
+		pinger = readyPinger{engine: mgr, owners: rep.owners}
+	}
 	apiOpts := append([]api.Option{
-		api.WithLogger(log), api.WithRuns(runs), api.WithObserver(m), api.WithPinger(mgr), api.WithGatherer(reg),
+		api.WithLogger(log), api.WithRuns(runs), api.WithObserver(m), api.WithPinger(pinger), api.WithGatherer(reg),
 		api.WithHostPaths(hostPaths), api.WithDefaultImage(cfg.DefaultImage),
 		api.WithBodyLimits(cfg.Limits.MaxBodyBytes, cfg.Limits.MaxToolBodyBytes),
 		api.WithEnvHooks(w.envHooks...),
 	}, w.apiOpts...)
-	srv := api.New(mgr, registry, auth, apiOpts...)
+	var handler http.Handler = api.New(mgr, registry, auth, apiOpts...)
+	if rep != nil {
+		handler = rep.handler(handler, runs, backend, auth, cfg, log)
+	}
 
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
@@ -159,7 +191,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "sandboxd %s serving on %s (backend %s)\n%s", version, url, backend.Name(), tokenNote)
 
 	hs := &http.Server{
-		Handler:           srv,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// The API paces each body (api.DefaultBodyTimeout plus a second per
 		// 256 KiB); this is the outer bound on reading any request, head and
@@ -179,6 +211,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case err := <-serveErr:
 		return fmt.Errorf("the HTTP server stopped: %w", err)
 	case <-ctx.Done():
+	}
+	if rep != nil {
+		// Hand the conversations over while the server still forwards.
+		rep.drain(log)
 	}
 	log.Info("shutting down", "deadline", shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
