@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -506,6 +507,74 @@ func TestReadBlock(t *testing.T) {
 		}
 		if err == nil && isEvent(b) != w.event {
 			t.Fatalf("block %d: isEvent %v", i, !w.event)
+		}
+	}
+}
+
+func TestPeerStreamIsReopenedWhileListed(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cs := fake.NewClientset()
+	a := newReplica(t, ctx, cs, "r1")
+
+	// A peer whose stream ends after one event (the first time after an
+	// event too large to relay), checking that it is asked as a peer.
+	fakeSigner, err := NewSigner([]byte(peerSecret), "r2-fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened atomic.Int32
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fwd, err := fakeSigner.Verify(r); !fwd || err != nil || r.Header.Get("Authorization") != "Bearer "+humanToken || r.Header.Get("Accept") != "text/event-stream" {
+			t.Errorf("the peer got %s %s forwarded=%v (%v) with headers %v", r.Method, r.URL, fwd, err, r.Header)
+			http.Error(w, "not a peer's stream request", http.StatusBadRequest)
+			return
+		}
+		n := opened.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "retry: 2000\n: connected\n\n: heartbeat\n\n")
+		if n == 1 {
+			fmt.Fprintf(w, "event: question\ndata: {\"id\":\"q_big\",\"question\":%q}\n\n", strings.Repeat("z", maxSSEBlock))
+		}
+		fmt.Fprintf(w, "event: question\ndata: {\"id\":\"q_fake%d\",\"question\":\"stream %d\"}\n\n", n, n)
+	}))
+	t.Cleanup(peer.Close)
+	addMember(t, cs, "r2-fake", peer.URL)
+	seesPeers(t, a, 2)
+
+	s := openStream(t, a, "s1")
+	s.question("stream 1")
+	s.question("stream 2")
+	for _, b := range s.seen {
+		if strings.Contains(b.data, "q_big") {
+			t.Fatal("an event larger than the cap was relayed")
+		}
+	}
+	if n := s.count(": connected"); n != 1 {
+		t.Fatalf("%d preambles on the merged stream, want 1", n)
+	}
+
+	// Once the peer is no longer listed, its stream is not reopened.
+	if err := cs.CoordinationV1().Leases(qNamespace).Delete(ctx, MemberLeaseName(qDeployment, "r2-fake"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seesPeers(t, a, 1)
+	n := opened.Load()
+	time.Sleep(2*peerRelist + 500*time.Millisecond)
+	if m := opened.Load(); m > n+1 {
+		t.Fatalf("the peer's stream was opened %d more times after it left", m-n)
+	}
+
+	// The local stream ending ends the human's stream.
+	a.port.Close()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case <-s.blocks: // heartbeats sent before the end
+		case <-s.ended:
+			return
+		case <-deadline:
+			t.Fatal("the merged stream outlived the local one")
 		}
 	}
 }
