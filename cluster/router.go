@@ -76,6 +76,8 @@ func NewRouter(next http.Handler, o RouterOptions) *Router {
 	mux.HandleFunc("GET /v1/runs/{id}/tools", rt.byRun)
 	mux.HandleFunc("POST /v1/runs/{id}/tools/{name}", rt.byRun)
 	mux.HandleFunc("DELETE /v1/runs/{id}", rt.byRun)
+	mux.HandleFunc("GET /v1/spaces/{space}/questions", rt.listQuestions)
+	mux.HandleFunc("POST /v1/questions/{id}/answer", rt.answerQuestion)
 	mux.Handle("/", next)
 	rt.mux = mux
 	return rt
