@@ -29,10 +29,11 @@ type SandboxLookup func(ctx context.Context, id string) (Key, bool)
 // Router is the front of the API on a replica: a request for a
 // conversation is served here when this replica owns it (or takes it
 // over), forwarded to its owner otherwise, and answered 503 with
-// Retry-After while it changes hands. Requests that belong to no
-// conversation (listings, questions, health, metrics, the console) are
-// served here. A request forwarded by a peer is checked and never
-// forwarded again.
+// Retry-After while it changes hands. A space's questions are gathered
+// from every replica and an answer is tried at the peers when the question
+// is not here (questions.go). Requests that belong to no conversation
+// (listings, health, metrics, the console) are served here. A request
+// forwarded by a peer is checked and never forwarded again.
 type Router struct {
 	owners    *Owners
 	fwd       *Forwarder
