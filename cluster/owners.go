@@ -199,11 +199,12 @@ func (r Route) Done() {
 // errdefs.Unavailable, with the wait in RetryAfter.
 func (w *Owners) Resolve(ctx context.Context, k Key, mayTake bool) (Route, error) {
 	name := LeaseName(w.o.Deployment, k)
+	live := false // after a lost race the cache is behind: ask the API server
 	for attempt := 0; attempt < 4; attempt++ {
 		if r, ok := w.local(name); ok {
 			return r, nil
 		}
-		l, err := w.read(ctx, name)
+		l, err := w.read(ctx, name, live)
 		if err != nil {
 			return Route{}, err
 		}
@@ -224,7 +225,8 @@ func (w *Owners) Resolve(ctx context.Context, k Key, mayTake bool) (Route, error
 		}
 		err = w.take(ctx, k, name, l)
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			continue // another replica moved first: look again
+			live = true // another replica moved first: look again
+			continue
 		}
 		if err != nil {
 			return Route{}, errdefs.Unavailable("the lease of conversation %s cannot be taken: %v; retry", k, err)
@@ -262,10 +264,11 @@ func (w *Owners) leave(name string, h *holding) {
 	}
 }
 
-// read returns name's lease from the informer's cache, asking the API
-// server when the cache has none (nil when there is none at all).
-func (w *Owners) read(ctx context.Context, name string) (*coordv1.Lease, error) {
-	if l, err := w.leases.Get(name); err == nil {
+// read returns name's lease from the informer's cache (unless live),
+// asking the API server when the cache has none (nil when there is none
+// at all).
+func (w *Owners) read(ctx context.Context, name string, live bool) (*coordv1.Lease, error) {
+	if l, err := w.leases.Get(name); err == nil && !live {
 		return l, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
