@@ -90,6 +90,9 @@ func TestReplicas(t *testing.T) {
 			t.Errorf("env %s from %q, want the downward API's %s (env %v)", name, field[name], want, names)
 		}
 	}
+	if p := str(c, "terminationMessagePolicy"); p != "FallbackToLogsOnError" {
+		t.Errorf("terminationMessagePolicy = %q, want FallbackToLogsOnError so that a crash's last log lines show in the pod's status", p)
+	}
 	if args := strings.Join(strs(c, "args"), " "); strings.Contains(args, "--listen-add-pod-index") {
 		t.Errorf("args %q: off the node's network every replica has its own IP and the same port", args)
 	}
