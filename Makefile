@@ -13,7 +13,7 @@ DATA_DIR ?= ./.data
 BACKEND ?= auto
 CONFIG ?=
 
-.PHONY: help build images images-sandboxd images-verify run test lint bench cluster-up cluster-down kind-e2e clean clean-cache
+.PHONY: help build images images-sandboxd images-verify run test lint bench cluster-up cluster-deploy cluster-down kind-e2e clean clean-cache
 
 help:
 	@echo 'make build          bin/sandboxd and bin/sandbox-agent (static)'
@@ -24,7 +24,8 @@ help:
 	@echo 'make test           everything CI runs: set-up, build, images, lint, unit, integration, e2e'
 	@echo 'make lint           gofmt and go vet'
 	@echo 'make cluster-up     a local single-node Kubernetes for tests (prints the KUBECONFIG path last)'
-	@echo 'make cluster-down   tear it down, leaving nothing running'
+	@echo 'make cluster-deploy sandboxd as REPLICAS replicas there (default 3; prints {"urls","token",...} last)'
+	@echo 'make cluster-down   remove that release and tear the cluster down, leaving nothing running'
 	@echo 'make kind-e2e       the cluster suites on a kind cluster (where kind can pull its node image)'
 	@echo 'make bench          run the benchmark and rewrite BENCHMARKS.md'
 	@echo 'make clean          remove bin/ and artifacts/; make clean-cache also drops images/.cache/'
@@ -65,7 +66,19 @@ bench: build images
 cluster-up: build images images-sandboxd
 	scripts/k8s-up.sh
 
+# sandboxd's chart as $(REPLICAS) replicas on that cluster (namespace $(DEPLOY_NAMESPACE), hostNetwork, replica i
+# on http://127.0.0.1:27800+i, tenant e2e with a fresh token), installed with the Helm SDK by cmd/sandboxd-cluster;
+# waits until every replica is Ready and prints one JSON line last. Running it again upgrades (fresh token,
+# every replica restarted on the current image). DEPLOY_FLAGS adds flags (e.g. '--timeout 8m').
+REPLICAS ?= 3
+DEPLOY_NAMESPACE ?= sandboxd-replicas
+DEPLOY_FLAGS ?=
+cluster-deploy: cluster-up
+	@GO=$(GO) REPLICAS='$(REPLICAS)' NAMESPACE='$(DEPLOY_NAMESPACE)' DEPLOY_FLAGS='$(DEPLOY_FLAGS)' scripts/cluster-deploy.sh deploy
+
+# The release first (nothing to do when no cluster is up; a failure does not stop the teardown).
 cluster-down:
+	-@GO=$(GO) NAMESPACE='$(DEPLOY_NAMESPACE)' scripts/cluster-deploy.sh undeploy
 	scripts/k8s-down.sh
 
 # The same cluster suites on kind, where kind can pull its node image (not on machines without a registry).

@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +20,8 @@ import (
 	helmkube "helm.sh/helm/v3/pkg/kube"
 	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -34,8 +34,9 @@ import (
 
 const (
 	releaseName = "sd"
-	// The port sandboxd listens on, on the node's loopback (hostNetwork):
-	// an unusual one, so it meets no other listener on this machine.
+	// The port replica 0 listens on, on the node's loopback (hostNetwork;
+	// replica i on chartPort + i): an unusual one, so it meets no other
+	// listener on this machine.
 	chartPort = 27788
 )
 
@@ -73,39 +74,6 @@ func newCluster(t *testing.T) *cluster {
 		_ = cs.CoreV1().Namespaces().Delete(cctx, c.ns, metav1.DeleteOptions{})
 	})
 	return c
-}
-
-// localVolume makes a PersistentVolume on a directory of this machine (the
-// single node) for the chart's data dir, owned by sandboxd's user since a
-// hostPath volume ignores fsGroup; both go when the test ends.
-func (c *cluster) localVolume(t *testing.T) {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "sandboxd-data")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, 65532, 65532); err != nil {
-		t.Fatal(err)
-	}
-	name := c.ns + "-data"
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
-			ClaimRef:                      &corev1.ObjectReference{Namespace: c.ns, Name: releaseName + "-sandboxd"},
-		},
-	}
-	if _, err := c.cs.CoreV1().PersistentVolumes().Create(ctx(t), pv, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = c.cs.CoreV1().PersistentVolumes().Delete(cctx, name, metav1.DeleteOptions{})
-	})
 }
 
 func randHex(t *testing.T, n int) string {
@@ -148,8 +116,8 @@ func (c *cluster) chartValues(t *testing.T, token string) map[string]any {
 	}
 }
 
-// install installs the chart with Helm's Go SDK (waiting for the Deployment
-// when wait is set) and uninstalls it when the test ends.
+// install installs the chart with Helm's Go SDK (waiting for the
+// StatefulSet when wait is set) and uninstalls it when the test ends.
 func (c *cluster) install(t *testing.T, vals map[string]any, wait bool) {
 	t.Helper()
 	chrt, err := loader.Load("../helm/sandboxd")
@@ -177,29 +145,30 @@ func (c *cluster) uninstall(t *testing.T, cfg *action.Configuration) {
 	}
 }
 
-// sandboxdPod waits for a Ready sandboxd pod other than not and names it.
-func (c *cluster) sandboxdPod(t *testing.T, not string) string {
+// sandboxdPod waits for a Ready sandboxd pod other than the one with UID
+// not (a StatefulSet makes a deleted pod again under the same name).
+func (c *cluster) sandboxdPod(t *testing.T, not types.UID) *corev1.Pod {
 	t.Helper()
-	var name string
+	var pod *corev1.Pod
 	waitFor(t, 3*time.Minute, "a Ready sandboxd pod", func() error {
 		pods, err := c.cs.CoreV1().Pods(c.ns).List(ctx(t), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + releaseName + ",app.kubernetes.io/name=sandboxd"})
 		if err != nil {
 			return err
 		}
-		for _, p := range pods.Items {
-			if p.Name == not || p.DeletionTimestamp != nil {
+		for i, p := range pods.Items {
+			if p.UID == not || p.DeletionTimestamp != nil {
 				continue
 			}
 			for _, cond := range p.Status.Conditions {
 				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
-					name = p.Name
+					pod = &pods.Items[i]
 					return nil
 				}
 			}
 		}
-		return fmt.Errorf("%d pods, none Ready (but %q)", len(pods.Items), not)
+		return fmt.Errorf("%d pods, none Ready (but UID %q)", len(pods.Items), not)
 	})
-	return name
+	return pod
 }
 
 // portForward forwards a port on 127.0.0.1 to the pod's port over SPDY
@@ -242,11 +211,16 @@ func (c *cluster) portForward(t *testing.T, pod string, port int) string {
 	return fmt.Sprintf("http://127.0.0.1:%d", ports[0].Local)
 }
 
-// connect port-forwards to the pod and returns a client for tenant e2e,
+// connect port-forwards to the pod's sandboxd (on the node's network,
+// replica i listens on chartPort + i) and returns a client for tenant e2e,
 // once sandboxd answers /readyz through the tunnel.
-func (c *cluster) connect(t *testing.T, pod, token string) *daemon {
+func (c *cluster) connect(t *testing.T, pod *corev1.Pod, token string) *daemon {
 	t.Helper()
-	addr := c.portForward(t, pod, chartPort)
+	index, err := strconv.Atoi(pod.Labels["apps.kubernetes.io/pod-index"])
+	if err != nil {
+		t.Fatalf("pod %s has no pod-index label (%v): not a StatefulSet's pod", pod.Name, pod.Labels)
+	}
+	addr := c.portForward(t, pod.Name, chartPort+index)
 	cl, err := client.New(addr, token)
 	if err != nil {
 		t.Fatal(err)
@@ -258,16 +232,15 @@ func (c *cluster) connect(t *testing.T, pod, token string) *daemon {
 // TestChartOnCluster installs the chart into the cluster with Helm's Go SDK
 // and drives the sandboxd running there through a port-forward: a sandbox
 // pod for a conversation, file tools, eval state, ast_grep, lsp, debug,
-// ask_user; then the sandboxd pod is deleted, the Deployment makes another,
-// and the conversation's sandbox, its kernel's variable and its debug
-// session are found again.
+// ask_user; then the sandboxd pod is deleted, the StatefulSet makes it
+// again, and the conversation's sandbox, its run (a record in the cluster,
+// not on the pod's emptyDir), its kernel's variable and its debug session
+// are found again. One replica: what is tested is a pod's replacement.
 func TestChartOnCluster(t *testing.T) {
 	c := newCluster(t)
 	token := randHex(t, 16)
-	// The data dir on a volume, so runs outlive the sandboxd pod.
-	c.localVolume(t)
 	vals := c.chartValues(t, token)
-	vals["persistence"] = map[string]any{"enabled": true, "size": "1Gi"}
+	vals["replicaCount"] = 1
 	c.install(t, vals, true)
 	pod := c.sandboxdPod(t, "")
 	d := c.connect(t, pod, token)
@@ -346,12 +319,12 @@ func TestChartOnCluster(t *testing.T) {
 		t.Fatalf("ask_user = %q (is_error %v)", out, isErr)
 	}
 
-	// The Deployment replaces a deleted sandboxd pod; the new one finds the
-	// conversation by its pod's labels, and the run on the data volume.
-	if err := c.cs.CoreV1().Pods(c.ns).Delete(ctx(t), pod, metav1.DeleteOptions{}); err != nil {
+	// The StatefulSet makes a deleted sandboxd pod again; the new one finds
+	// the conversation by its pod's labels, and the run by its record.
+	if err := c.cs.CoreV1().Pods(c.ns).Delete(ctx(t), pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pod2 := c.sandboxdPod(t, pod)
+	pod2 := c.sandboxdPod(t, pod.UID)
 	d2 := c.connect(t, pod2, token)
 	list, err := d2.Client.ListSandboxes(ctx(t), conv)
 	if err != nil || len(list) != 1 || list[0].ID != sb.ID {
@@ -395,18 +368,18 @@ func TestChartOnCluster(t *testing.T) {
 }
 
 // TestChartRBAC installs the chart and asks the API server what its
-// ServiceAccount may do: what the backend needs in the namespace, and
-// nothing beyond it.
+// ServiceAccount may do: what the backend needs in the namespace, what the
+// replicas need there (Leases, run records), and nothing beyond it.
 func TestChartRBAC(t *testing.T) {
 	c := newCluster(t)
 	c.install(t, c.chartValues(t, randHex(t, 16)), false)
 	var sa string
-	waitFor(t, 30*time.Second, "the Deployment", func() error {
-		deps, err := c.cs.AppsV1().Deployments(c.ns).List(ctx(t), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + releaseName})
-		if err != nil || len(deps.Items) != 1 {
-			return fmt.Errorf("deployments %v: %v", deps, err)
+	waitFor(t, 30*time.Second, "the StatefulSet", func() error {
+		sets, err := c.cs.AppsV1().StatefulSets(c.ns).List(ctx(t), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + releaseName})
+		if err != nil || len(sets.Items) != 1 {
+			return fmt.Errorf("statefulsets %v: %v", sets, err)
 		}
-		sa = deps.Items[0].Spec.Template.Spec.ServiceAccountName
+		sa = sets.Items[0].Spec.Template.Spec.ServiceAccountName
 		return nil
 	})
 	user := "system:serviceaccount:" + c.ns + ":" + sa
@@ -414,6 +387,15 @@ func TestChartRBAC(t *testing.T) {
 		ns, verb, resource, sub string
 		want                    bool
 	}{
+		{c.ns, "create", "leases", "", true},
+		{c.ns, "update", "leases", "", true},
+		{c.ns, "watch", "leases", "", true},
+		{c.ns, "delete", "leases", "", true},
+		{c.ns, "create", "configmaps", "", true},
+		{c.ns, "list", "configmaps", "", true},
+		{c.ns, "delete", "configmaps", "", true},
+		{"default", "create", "leases", "", false},
+		{"default", "list", "configmaps", "", false},
 		{c.ns, "create", "pods", "", true},
 		{c.ns, "delete", "pods", "", true},
 		{c.ns, "get", "pods", "", true},
@@ -430,8 +412,11 @@ func TestChartRBAC(t *testing.T) {
 		{"kube-system", "list", "pods", "", false},
 	} {
 		ra := &authv1.ResourceAttributes{Namespace: tc.ns, Verb: tc.verb, Resource: tc.resource, Subresource: tc.sub}
-		if tc.resource == "networkpolicies" {
+		switch tc.resource {
+		case "networkpolicies":
 			ra.Group = "networking.k8s.io"
+		case "leases":
+			ra.Group = "coordination.k8s.io"
 		}
 		sar := &authv1.SubjectAccessReview{Spec: authv1.SubjectAccessReviewSpec{
 			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + c.ns, "system:authenticated"},

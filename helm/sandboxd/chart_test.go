@@ -54,15 +54,30 @@ func valuesFile(t *testing.T, path string) map[string]any {
 // manifest, keyed by "Kind/name".
 func render(t *testing.T, vals map[string]any) map[string]object {
 	t.Helper()
-	c := load(t)
-	rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{Name: "sd", Namespace: releaseNS, IsInstall: true}, chartutil.DefaultCapabilities)
-	if err != nil {
-		t.Fatalf("values: %v", err)
-	}
-	files, err := engine.Render(c, rv)
+	files, err := renderFiles(t, vals, nil)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
+	return parseManifests(t, files)
+}
+
+// renderFiles renders every template; with a client provider, lookup
+// reads the objects it serves, as on an upgrade.
+func renderFiles(t *testing.T, vals map[string]any, cp engine.ClientProvider) (map[string]string, error) {
+	t.Helper()
+	c := load(t)
+	rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{Name: "sd", Namespace: releaseNS, IsInstall: cp == nil, IsUpgrade: cp != nil}, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatalf("values: %v", err)
+	}
+	if cp != nil {
+		return engine.RenderWithClientProvider(c, rv, cp)
+	}
+	return engine.Render(c, rv)
+}
+
+func parseManifests(t *testing.T, files map[string]string) map[string]object {
+	t.Helper()
 	out := map[string]object{}
 	for name, text := range files {
 		if !strings.HasSuffix(name, ".yaml") {
@@ -155,7 +170,7 @@ func TestLint(t *testing.T) {
 
 func TestDefaultValues(t *testing.T) {
 	objs := render(t, nil)
-	d := must(t, objs, "Deployment/sd-sandboxd")
+	d := must(t, objs, "StatefulSet/sd-sandboxd")
 	pod := get(d, "spec", "template", "spec")
 	c := get(pod, "containers", "0")
 	if img := str(c, "image"); img != "sandboxd:latest" {
@@ -231,8 +246,8 @@ func TestDefaultValues(t *testing.T) {
 	}
 
 	cfg := parseConfig(t, objs)
-	if cfg.Kubernetes.Namespace != releaseNS || cfg.Kubernetes.AgentImage != "sandboxd:latest" || cfg.Kubernetes.NetworkPolicy || len(cfg.Tenants) != 0 {
-		t.Errorf("config kubernetes = %+v, tenants %v", cfg.Kubernetes, cfg.Tenants)
+	if cfg.Kubernetes.Namespace != releaseNS || cfg.Kubernetes.AgentImage != "sandboxd:latest" || cfg.Kubernetes.NetworkPolicy {
+		t.Errorf("config kubernetes = %+v", cfg.Kubernetes)
 	}
 	if cfg.Kubernetes.LinksDown == nil || !*cfg.Kubernetes.LinksDown {
 		t.Errorf("config links_down = %v, want true by default", cfg.Kubernetes.LinksDown)
@@ -251,15 +266,17 @@ func TestDefaultValues(t *testing.T) {
 
 func TestProductionValues(t *testing.T) {
 	objs := render(t, valuesFile(t, "testdata/values-prod.yaml"))
-	d := must(t, objs, "Deployment/sd-sandboxd")
+	d := must(t, objs, "StatefulSet/sd-sandboxd")
 	c := get(d, "spec", "template", "spec", "containers", "0")
 	if img := str(c, "image"); img != "registry.example.com/sandboxd:v1.2.3" || str(c, "imagePullPolicy") != "Always" {
 		t.Errorf("image = %q (%s)", img, str(c, "imagePullPolicy"))
 	}
-	if str(d, "spec", "template", "spec", "volumes", "4", "persistentVolumeClaim", "claimName") != "sd-sandboxd" {
-		t.Errorf("data volume = %v, want the PVC", get(d, "spec", "template", "spec", "volumes", "4"))
+	if n := get(d, "spec", "replicas"); n != 3 {
+		t.Errorf("replicas = %v, want 3", n)
 	}
-	must(t, objs, "PersistentVolumeClaim/sd-sandboxd")
+	if term := get(d, "spec", "template", "spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "0"); str(term, "topologyKey") != "kubernetes.io/hostname" {
+		t.Errorf("podAntiAffinity hard gave %v, want a required term on kubernetes.io/hostname", get(d, "spec", "template", "spec", "affinity"))
+	}
 	// Baseline would refuse the sandboxes' SYS_PTRACE (and NET_ADMIN of the
 	// links-down init container): the namespace must admit them.
 	if ns := must(t, objs, "Namespace/sandboxes"); str(ns, "metadata", "labels", "pod-security.kubernetes.io/enforce") != "privileged" {
@@ -273,6 +290,15 @@ func TestProductionValues(t *testing.T) {
 	}
 	if ns := str(must(t, objs, "RoleBinding/sd-sandboxd"), "subjects", "0", "namespace"); ns != releaseNS {
 		t.Errorf("RoleBinding subject namespace = %q, want the release namespace", ns)
+	}
+	// Leases and run records stay in the release namespace, beside sandboxd.
+	for _, k := range []string{"Role/sd-sandboxd-replication", "RoleBinding/sd-sandboxd-replication"} {
+		if ns := str(must(t, objs, k), "metadata", "namespace"); ns != releaseNS {
+			t.Errorf("%s is in namespace %q, want the release namespace %s", k, ns, releaseNS)
+		}
+	}
+	if cfg := parseConfig(t, objs); cfg.Replication.Namespace != releaseNS {
+		t.Errorf("replication.namespace = %q, want the release namespace %s, where the Role lets sandboxd keep its Leases", cfg.Replication.Namespace, releaseNS)
 	}
 
 	cfg := parseConfig(t, objs)
@@ -357,7 +383,11 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		vals string
 		want string
 	}{
-		{"two replicas", "replicaCount: 2", "replicaCount"},
+		{"no replica", "replicaCount: 0", "replicaCount"},
+		{"half a replica", "replicaCount: 1.5", "replicaCount"},
+		{"anti-affinity", "podAntiAffinity: sometimes", "podAntiAffinity"},
+		{"lease duration", "replication: {leaseDuration: soon}", "leaseDuration"},
+		{"replication typo", "replication: {enable: true}", "enable"},
 		{"pull policy", "image: {pullPolicy: Sometimes}", "pullPolicy"},
 		{"tenant without token", "tenants: [{name: team-a}]", "tenants"},
 		{"bad sandbox namespace", "sandboxes: {namespace: Sand_Boxes}", "namespace"},

@@ -61,7 +61,9 @@ func TestDashboardMetricsExist(t *testing.T) {
 	for _, fam := range []string{"sandboxd_sandboxes", "sandboxd_tool_calls_total", "sandboxd_tool_call_duration_seconds_bucket",
 		"sandboxd_agent_pipes_open", "sandboxd_agent_reconnects_total", "sandboxd_http_requests_total", "sandboxd_runs_active",
 		"sandboxd_kernels", "sandboxd_lsp_servers", "sandboxd_lsp_restarts_total", "sandboxd_debug_sessions",
-		"sandboxd_questions_pending", "sandboxd_workers"} {
+		"sandboxd_questions_pending", "sandboxd_workers",
+		"sandboxd_replica_conversations_owned", "sandboxd_replica_handovers_total", "sandboxd_replica_forwarded_requests_total",
+		"sandboxd_replica_lease_renew_failures_total", "sandboxd_replica_peers"} {
 		if !used[fam] {
 			t.Errorf("no panel queries %s", fam)
 		}
@@ -102,12 +104,13 @@ func exportedNames(t *testing.T) map[string]bool {
 }
 
 // firstScrape is what GET /metrics answers from metrics wired as serve
-// wires them, before any tool call, pipe or run. Only the readiness probe
-// has been answered: HTTP series are born with the first request, and the
-// probe's comes before any scrape.
+// wires them, with replication on, before any tool call, pipe or run. Only
+// the readiness probe has been answered: HTTP series are born with the
+// first request, and the probe's comes before any scrape.
 func firstScrape(t *testing.T) string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
+	replicaMetrics(t, reg)
 	none := func() map[string]int { return nil }
 	m, err := metrics.New(reg,
 		metrics.WithSandboxCounts("docker", none),
@@ -128,6 +131,63 @@ func firstScrape(t *testing.T) string {
 		t.Fatalf("GET /metrics = %d: %s", rec.Code, rec.Body)
 	}
 	return rec.Body.String()
+}
+
+// replicaMetrics registers the replica metrics as DESIGN-12 names them
+// (registered by package cluster when replication is on), each labelled
+// series present at zero from the start, as the design's first scrape has
+// them.
+// Once package cluster exists, register its own metrics here instead,
+// so that this test checks the chart against the real registration.
+func replicaMetrics(t *testing.T, reg prometheus.Registerer) {
+	t.Helper()
+	handovers := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sandboxd_replica_handovers_total", Help: "h"}, []string{"direction"})
+	for _, d := range []string{"taken", "released", "lost"} {
+		handovers.WithLabelValues(d)
+	}
+	forwarded := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sandboxd_replica_forwarded_requests_total", Help: "f"}, []string{"outcome"})
+	for _, o := range []string{"ok", "peer_unavailable", "refused"} {
+		forwarded.WithLabelValues(o)
+	}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGauge(prometheus.GaugeOpts{Name: "sandboxd_replica_conversations_owned", Help: "o"}),
+		prometheus.NewCounter(prometheus.CounterOpts{Name: "sandboxd_replica_lease_renew_failures_total", Help: "r"}),
+		prometheus.NewGauge(prometheus.GaugeOpts{Name: "sandboxd_replica_peers", Help: "p"}),
+		handovers, forwarded,
+	} {
+		if err := reg.Register(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A plain sandboxd (no replication) has no replica metric: the queries
+// WithoutReplication leaves are the ones its first scrape must answer.
+func TestWithoutReplication(t *testing.T) {
+	qs, err := Queries(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := WithoutReplication(qs)
+	var dropped []string
+	for _, q := range qs {
+		if q.Replication() {
+			dropped = append(dropped, q.Where)
+		}
+	}
+	for _, want := range []string{"alert SandboxdLeaseRenewFailing", "panel Conversations owned by replica", "panel Forwarded requests"} {
+		if !slices.Contains(dropped, want) {
+			t.Errorf("WithoutReplication kept %s (dropped %v)", want, dropped)
+		}
+	}
+	if len(plain)+len(dropped) != len(qs) || len(plain) < 20 {
+		t.Errorf("WithoutReplication kept %d of %d queries, dropped %d", len(plain), len(qs), len(dropped))
+	}
+	for _, q := range plain {
+		if strings.Contains(q.Expr, "sandboxd_replica_") {
+			t.Errorf("%s selects a replica metric and was kept: %s", q.Where, q.Expr)
+		}
+	}
 }
 
 // Every metric, label and label value the alerts and the dashboard select

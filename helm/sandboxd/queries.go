@@ -22,9 +22,31 @@ type Query struct {
 	Expr  string
 }
 
+// replicaMetric is the prefix of the metrics only a replicated sandboxd
+// (config replication.enabled) registers.
+const replicaMetric = "sandboxd_replica_"
+
+// Replication reports whether q selects a metric that only a sandboxd with
+// replication on exports, so a single daemon's scrape cannot satisfy it.
+func (q Query) Replication() bool { return strings.Contains(q.Expr, replicaMetric) }
+
+// WithoutReplication returns the queries of qs a sandboxd without
+// replication answers: those to check against a plain daemon's scrape.
+func WithoutReplication(qs []Query) []Query {
+	var out []Query
+	for _, q := range qs {
+		if !q.Replication() {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
 // Queries renders the chart in dir with its PrometheusRule enabled and
 // returns the expression of every alert, then every PromQL expression of
-// the Grafana dashboard (panel targets and template variables).
+// the Grafana dashboard (panel targets and template variables). The
+// default values turn replication on, so the replicas' alert is among them
+// (see Query.Replication).
 func Queries(dir string) ([]Query, error) {
 	c, err := loader.Load(dir)
 	if err != nil {
