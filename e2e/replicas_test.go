@@ -105,6 +105,16 @@ func (rs *replicaSet) owner(t *testing.T, conv string) int {
 	return idx
 }
 
+// statefulSet returns the name of the replicas' StatefulSet.
+func (rs *replicaSet) statefulSet(t *testing.T) string {
+	t.Helper()
+	list, err := rs.cs.AppsV1().StatefulSets(rs.Namespace).List(ctx(t), metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("want one StatefulSet in %s: %v", rs.Namespace, err)
+	}
+	return list.Items[0].Name
+}
+
 // podOf returns the name of the pod in slot i.
 func (rs *replicaSet) podOf(t *testing.T, i int) string {
 	t.Helper()
@@ -346,7 +356,7 @@ func TestClusterRolloutRestartLosesNoCall(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 
-	sts := rs.Deployment + "-sandboxd"
+	sts := rs.statefulSet(t)
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
 	s, err := rs.cs.AppsV1().StatefulSets(rs.Namespace).Get(ctx(t), sts, metav1.GetOptions{})
 	if err != nil {

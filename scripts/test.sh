@@ -82,9 +82,13 @@ else
 		scripts/k8s-up.sh 2>&1 | tee "$ARTIFACTS/k8s-up.log"
 		# shellcheck disable=SC1091 # written by k8s-up.sh
 		. /var/lib/sandboxd-k8s/env
-		section "kubernetes: backend suite, chart install and e2e on the cluster (go test -race)"
+		section "kubernetes: sandboxd as 3 replicas (scripts/cluster-deploy.sh, make cluster-deploy)"
+		REPLICAS=3 scripts/cluster-deploy.sh deploy 2>&1 | tee "$ARTIFACTS/cluster-deploy.log"
+		SANDBOXD_TEST_REPLICAS=$(tail -n 1 "$ARTIFACTS/cluster-deploy.log")
+		export SANDBOXD_TEST_REPLICAS
+		section "kubernetes: backend suite, leases, run records, chart install, replicas and e2e on the cluster (go test -race)"
 		SANDBOXD_TEST_KUBERNETES=1 "$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" -v \
-			-run 'Cluster|Kubernetes|Chart' ./sandbox/kubernetes/ ./e2e/ 2>&1 | tee "$ARTIFACTS/test-kubernetes.log"
+			-run 'Cluster|Kubernetes|Chart|Deploy' ./sandbox/kubernetes/ ./cluster/... ./cmd/sandboxd-cluster/ ./e2e/ 2>&1 | tee "$ARTIFACTS/test-kubernetes.log"
 	fi
 fi
 

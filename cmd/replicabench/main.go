@@ -282,7 +282,11 @@ func (e *env) failover(ctx context.Context, b *strings.Builder, kills int) error
 }
 
 func (e *env) scale(ctx context.Context, n int32) error {
-	sts := e.d.Deployment + "-sandboxd"
+	list, err := e.cs.AppsV1().StatefulSets(e.d.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		return fmt.Errorf("want one StatefulSet in %s: %v", e.d.Namespace, err)
+	}
+	sts := list.Items[0].Name
 	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
 	if _, err := e.cs.AppsV1().StatefulSets(e.d.Namespace).Patch(ctx, sts, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("scale %s to %d: %w", sts, n, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sandboxd/sandboxd/cluster"
 	"github.com/sandboxd/sandboxd/metrics"
 	"github.com/sandboxd/sandboxd/tools"
 )
@@ -133,31 +134,12 @@ func firstScrape(t *testing.T) string {
 	return rec.Body.String()
 }
 
-// replicaMetrics registers the replica metrics as DESIGN-12 names them
-// (registered by package cluster when replication is on), each labelled
-// series present at zero from the start, as the design's first scrape has
-// them.
-// Once package cluster exists, register its own metrics here instead,
-// so that this test checks the chart against the real registration.
+// replicaMetrics registers package cluster's own metrics, as serve does
+// with replication on.
 func replicaMetrics(t *testing.T, reg prometheus.Registerer) {
 	t.Helper()
-	handovers := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sandboxd_replica_handovers_total", Help: "h"}, []string{"direction"})
-	for _, d := range []string{"taken", "released", "lost"} {
-		handovers.WithLabelValues(d)
-	}
-	forwarded := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sandboxd_replica_forwarded_requests_total", Help: "f"}, []string{"outcome"})
-	for _, o := range []string{"ok", "peer_unavailable", "refused"} {
-		forwarded.WithLabelValues(o)
-	}
-	for _, c := range []prometheus.Collector{
-		prometheus.NewGauge(prometheus.GaugeOpts{Name: "sandboxd_replica_conversations_owned", Help: "o"}),
-		prometheus.NewCounter(prometheus.CounterOpts{Name: "sandboxd_replica_lease_renew_failures_total", Help: "r"}),
-		prometheus.NewGauge(prometheus.GaugeOpts{Name: "sandboxd_replica_peers", Help: "p"}),
-		handovers, forwarded,
-	} {
-		if err := reg.Register(c); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := cluster.NewMetrics(reg, func() int { return 0 }, func() int { return 1 }); err != nil {
+		t.Fatal(err)
 	}
 }
 
