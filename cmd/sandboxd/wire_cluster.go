@@ -142,6 +142,9 @@ func hooks(mgr **sandbox.Manager, runs *api.RunStore, log *slog.Logger) cluster.
 		Lost: func(k cluster.Key, why string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
+			if *mgr == nil {
+				return // nothing was dialled yet
+			}
 			if info, err := (*mgr).Lookup(ctx, k.Tenant, k.Conversation); err == nil {
 				(*mgr).Detach(info.ID, why)
 			}
