@@ -158,6 +158,7 @@ func retriable(err error) bool {
 // it through replica runVia.
 func (rs *replicaSet) conversation(t *testing.T, conv string, via, runVia int) api.Run {
 	t.Helper()
+	conv += "-" + randHex(t, 3) // a conversation's sandbox is never reused across runs of the suite
 	sb, err := rs.clients[via].CreateSandbox(ctx(t), api.CreateSandboxRequest{Conversation: conv})
 	if err != nil {
 		t.Fatalf("create sandbox %s via replica %d: %v", conv, via, err)
@@ -186,6 +187,7 @@ func TestClusterReplicasServeEveryConversation(t *testing.T) {
 		runs[i] = rs.conversation(t, conv, i, (i+1)%3)
 	}
 	for i, run := range runs {
+		mustRcall(t, rs.clients[i], run.ID, "write", map[string]any{"path": "pyproject.toml", "content": "[project]\nname = \"notes\"\n"})
 		mustRcall(t, rs.clients[i], run.ID, "write", map[string]any{"path": "notes/a.py", "content": fmt.Sprintf("def f():\n    return %d\n", i)})
 		mustRcall(t, rs.clients[(i+2)%3], run.ID, "eval", evalArgs("python", fmt.Sprintf("x = %d", 40+i)))
 		for j, c := range rs.clients {
@@ -196,7 +198,7 @@ func TestClusterReplicasServeEveryConversation(t *testing.T) {
 				t.Fatalf("replica %d sees %s's kernel variable as %q, want %d", j, convs[i], out, 40+i)
 			}
 			got, err := c.GetRun(ctx(t), run.ID)
-			if err != nil || got.Conversation != convs[i] {
+			if err != nil || got.Conversation != run.Conversation {
 				t.Fatalf("replica %d: GET run %s: %+v %v", j, run.ID, got, err)
 			}
 		}
@@ -301,7 +303,7 @@ func TestClusterReplicaKilledConversationsMove(t *testing.T) {
 	rs := replicas(t)
 	run := rs.conversation(t, "rep-kill", 0, 0)
 	mustRcall(t, rs.clients[0], run.ID, "eval", evalArgs("python", "import os; kept = 'before the kill'; kpid = os.getpid()"))
-	owner := rs.owner(t, "rep-kill")
+	owner := rs.owner(t, run.Conversation)
 	other := (owner + 1) % 3
 
 	lc := &loadClient{rs: rs, run: run.ID}
@@ -394,7 +396,7 @@ func TestClusterRolloutRestartLosesNoCall(t *testing.T) {
 func TestClusterQuestionsAcrossReplicas(t *testing.T) {
 	rs := replicas(t)
 	run := rs.conversation(t, "rep-ask", 1, 1)
-	owner := rs.owner(t, "rep-ask")
+	owner := rs.owner(t, run.Conversation)
 	human := (owner + 1) % 3
 	answerer := (owner + 2) % 3
 
@@ -447,7 +449,7 @@ func TestClusterPausedReplicaStandsDown(t *testing.T) {
 	rs := replicas(t)
 	run := rs.conversation(t, "rep-pause", 2, 2)
 	mustRcall(t, rs.clients[2], run.ID, "eval", evalArgs("python", "import os; kept = 'before the pause'; kpid = os.getpid()"))
-	owner := rs.owner(t, "rep-pause")
+	owner := rs.owner(t, run.Conversation)
 	pid := sandboxdPID(t, rs.podOf(t, owner))
 	other := (owner + 1) % 3
 
@@ -464,7 +466,7 @@ func TestClusterPausedReplicaStandsDown(t *testing.T) {
 		_, err := rcall(t, rs.clients[other], run.ID, "eval", evalArgs("python", "kept"))
 		return err
 	})
-	if got := rs.owner(t, "rep-pause"); got == owner {
+	if got := rs.owner(t, run.Conversation); got == owner {
 		t.Fatal("the lease still names the paused replica while another serves")
 	}
 	_ = syscall.Kill(pid, syscall.SIGCONT)
