@@ -27,6 +27,15 @@ type Forwarder struct {
 
 type peerKey struct{}
 
+// errOwnerGone cancels a forward whose peer lost the conversation's lease
+// while the request waited on it (it stopped answering: paused, frozen,
+// partitioned): the client is told to retry, and the retry takes over.
+var errOwnerGone = errors.New("the owner's lease expired while the request waited for it")
+
+// ownerCheck is how often a forward in flight checks that its peer still
+// holds the conversation.
+const ownerCheck = 500 * time.Millisecond
+
 // peerDialTimeout bounds connecting to a peer; a replica that died is
 // usually a refused connection, a partitioned one this timeout.
 const peerDialTimeout = 2 * time.Second
@@ -57,6 +66,12 @@ func NewForwarder(signer *Signer, m *Metrics, log *slog.Logger) *Forwarder {
 		FlushInterval: -1, // SSE and streamed output reach the client at once
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			p, _ := r.Context().Value(peerKey{}).(Peer)
+			if errors.Is(context.Cause(r.Context()), errOwnerGone) {
+				f.metrics.forward("peer_unavailable")
+				f.log.Warn("a forwarded request was given up: the owning replica stopped answering and its lease expired", "peer", p.Identity)
+				WriteUnavailable(w, time.Second, "the replica that owned this conversation ("+p.Identity+") stopped answering and its lease expired; retry, another replica takes the conversation over")
+				return
+			}
 			if errors.Is(err, context.Canceled) {
 				return // the client left
 			}
@@ -72,9 +87,31 @@ func NewForwarder(signer *Signer, m *Metrics, log *slog.Logger) *Forwarder {
 	return f
 }
 
-// Forward serves r by proxying it to p.
-func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, p Peer) {
-	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), peerKey{}, p)))
+// Forward serves r by proxying it to p. stillOwner is asked every half
+// second while the request is under way; when it says no, the forward is
+// given up (a call may run for minutes on a live owner, so there is no
+// fixed timeout — only the lease tells a dead owner from a slow call).
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, p Peer, stillOwner func() bool) {
+	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), peerKey{}, p))
+	defer cancel(nil)
+	if stillOwner != nil {
+		go func() {
+			t := time.NewTicker(ownerCheck)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if !stillOwner() {
+						cancel(errOwnerGone)
+						return
+					}
+				}
+			}
+		}()
+	}
+	f.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // WriteUnavailable answers 503 with Retry-After and one sentence, in the

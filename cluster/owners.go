@@ -396,6 +396,18 @@ func (w *Owners) Epoch(k Key) (int64, error) {
 	return h.epoch, nil
 }
 
+// HeldBy reports whether identity still holds k's lease as this replica
+// sees it: named in it and not expired. A forward to a holder that stops
+// answering is given up once this turns false.
+func (w *Owners) HeldBy(k Key, identity string) bool {
+	l, err := w.leases.Get(LeaseName(w.o.Deployment, k))
+	if err != nil {
+		return false
+	}
+	holder, _ := holderOf(l)
+	return holder == identity && !w.expired(l)
+}
+
 // Owned returns how many conversation leases this replica holds.
 func (w *Owners) Owned() int {
 	w.mu.Lock()

@@ -127,7 +127,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, k Key) {
 		WriteUnavailable(w, RetryAfter(nil), "conversation "+k.String()+" is changing hands between replicas; retry")
 		return
 	}
-	rt.fwd.Forward(w, r, route.Peer)
+	rt.fwd.Forward(w, r, route.Peer, func() bool { return rt.owners.HeldBy(k, route.Peer.Identity) })
 }
 
 func (rt *Router) byRun(w http.ResponseWriter, r *http.Request) {

@@ -303,6 +303,7 @@ func TestClusterReplicaKilledConversationsMove(t *testing.T) {
 	rs := replicas(t)
 	run := rs.conversation(t, "rep-kill", 0, 0)
 	mustRcall(t, rs.clients[0], run.ID, "eval", evalArgs("python", "import os; kept = 'before the kill'; kpid = os.getpid()"))
+	mustRcall(t, rs.clients[0], run.ID, "write", map[string]any{"path": "alive.txt", "content": "alive"})
 	owner := rs.owner(t, run.Conversation)
 	other := (owner + 1) % 3
 
@@ -321,7 +322,7 @@ func TestClusterReplicaKilledConversationsMove(t *testing.T) {
 	}
 	var back time.Duration
 	waitFor(t, 30*time.Second, "the conversation answering again through another replica", func() error {
-		_, err := rcall(t, rs.clients[other], run.ID, "read", map[string]any{"path": "load"})
+		_, err := rcall(t, rs.clients[other], run.ID, "read", map[string]any{"path": "alive.txt"})
 		if err == nil {
 			back = time.Since(killed)
 		}
