@@ -24,6 +24,7 @@ const (
 	KindReplica      = "replica"
 
 	AnnotationPeerURL      = "sandboxd.io/peer-url"
+	AnnotationReleasing    = "sandboxd.io/releasing"
 	AnnotationTenant       = "sandboxd.io/tenant"
 	AnnotationConversation = "sandboxd.io/conversation"
 )

@@ -96,8 +96,12 @@ type holding struct {
 	epoch      int64
 	validUntil time.Time // local clock: last renewal's start + duration - margin
 	inflight   int
-	releasing  bool
-	idle       chan struct{} // closed when inflight reaches 0 while releasing
+	// releasing: the hand-off is announced (peers hold new requests);
+	// calls that reach this replica are still served. closing: the last
+	// calls are being waited for; nothing new is served here.
+	releasing bool
+	closing   bool
+	idle      chan struct{} // closed when inflight reaches 0 while closing
 }
 
 type observation struct {
@@ -211,6 +215,14 @@ func (w *Owners) Resolve(ctx context.Context, k Key, mayTake bool) (Route, error
 		if l != nil {
 			holder, url := holderOf(l)
 			if holder != "" && holder != w.o.Self.Identity && !w.expired(l) {
+				if l.Annotations[AnnotationReleasing] == "true" && mayTake && !w.isDraining() {
+					// Its owner is handing it over: wait for the release
+					// rather than send the call to a replica on its way out.
+					if err := w.awaitRelease(ctx, name, holder); err != nil {
+						return Route{}, retryLater(time.Second, "conversation %s is being handed over by replica %s; retry", k, holder)
+					}
+					continue
+				}
 				if url == "" {
 					return Route{}, retryLater(w.remaining(l), "conversation %s is owned by replica %s, which has not said where it is reached; retry", k, holder)
 				}
@@ -221,6 +233,10 @@ func (w *Owners) Resolve(ctx context.Context, k Key, mayTake bool) (Route, error
 			return Route{}, retryLater(time.Second, "conversation %s is changing hands; retry", k)
 		}
 		if w.isDraining() {
+			// Shutting down: a live peer takes it over.
+			if p, ok := w.otherPeer(); ok {
+				return Route{Peer: p}, nil
+			}
 			return Route{}, errDraining
 		}
 		err = w.take(ctx, k, name, l)
@@ -235,11 +251,50 @@ func (w *Owners) Resolve(ctx context.Context, k Key, mayTake bool) (Route, error
 	return Route{}, retryLater(time.Second, "conversation %s is being taken over by another replica; retry", k)
 }
 
+// releaseWait bounds how long a request waits for a conversation whose
+// owner announced its hand-off; the owner waits for its calls for at most
+// its drain timeout, and the client's retry covers the rest.
+const releaseWait = 10 * time.Second
+
+// awaitRelease waits until name's lease is no longer held by holder with
+// the hand-off announced (released, taken, or expired), polling the
+// informer's cache.
+func (w *Owners) awaitRelease(ctx context.Context, name, holder string) error {
+	ctx, cancel := context.WithTimeout(ctx, releaseWait)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		l, err := w.leases.Get(name)
+		if err != nil {
+			return nil
+		}
+		if h, _ := holderOf(l); h != holder || l.Annotations[AnnotationReleasing] != "true" || w.expired(l) {
+			return nil
+		}
+	}
+}
+
+// otherPeer picks a live replica other than this one.
+func (w *Owners) otherPeer() (Peer, bool) {
+	for _, p := range w.Peers() {
+		if p.Identity != w.o.Self.Identity {
+			return p, true
+		}
+	}
+	return Peer{}, false
+}
+
 // local returns a route when this replica holds name's lease and may act.
 func (w *Owners) local(name string) (Route, bool) {
 	w.mu.Lock()
 	h := w.held[name]
-	if h == nil || h.releasing {
+	if h == nil || h.closing {
 		w.mu.Unlock()
 		return Route{}, false
 	}
@@ -359,6 +414,7 @@ func (w *Owners) take(ctx context.Context, k Key, name string, cur *coordv1.Leas
 		next.Annotations[AnnotationPeerURL] = w.o.Self.URL
 		next.Annotations[AnnotationTenant] = k.Tenant
 		next.Annotations[AnnotationConversation] = k.Conversation
+		delete(next.Annotations, AnnotationReleasing)
 		next.Spec.HolderIdentity, next.Spec.LeaseDurationSeconds = &self, &secs
 		next.Spec.AcquireTime, next.Spec.RenewTime, next.Spec.LeaseTransitions = &now, &now, &tr
 		l, err = w.cs.CoordinationV1().Leases(w.o.Namespace).Update(ctx, next, metav1.UpdateOptions{})
@@ -390,7 +446,7 @@ func (w *Owners) Epoch(k Key) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	h := w.held[name]
-	if h == nil || h.releasing || w.o.Now().After(h.validUntil) {
+	if h == nil || h.closing || w.o.Now().After(h.validUntil) {
 		return 0, errdefs.Unavailable("this replica no longer owns conversation %s; retry, its new owner will serve it", k)
 	}
 	return h.epoch, nil
@@ -439,16 +495,33 @@ func (w *Owners) dropLocked(name string, h *holding, direction, why string) func
 }
 
 // release writes an empty holder into the lease, so that the next replica
-// takes it at once instead of waiting for it to expire.
+// takes it at once instead of waiting for it to expire. A conflict (a
+// renewal or the announcement wrote it meanwhile) is read again and
+// retried while the lease is still ours.
 func (w *Owners) release(name string, l *coordv1.Lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
-	next := l.DeepCopy()
-	empty := ""
-	next.Spec.HolderIdentity = &empty
-	delete(next.Annotations, AnnotationPeerURL)
-	if _, err := w.cs.CoordinationV1().Leases(w.o.Namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-		w.o.Log.Warn("a lease was not released; it expires by itself", "lease", name, "err", err)
+	leases := w.cs.CoordinationV1().Leases(w.o.Namespace)
+	for try := 0; try < 3 && l != nil; try++ {
+		next := l.DeepCopy()
+		empty := ""
+		next.Spec.HolderIdentity = &empty
+		delete(next.Annotations, AnnotationPeerURL)
+		delete(next.Annotations, AnnotationReleasing)
+		_, err := leases.Update(ctx, next, metav1.UpdateOptions{})
+		if err == nil || apierrors.IsNotFound(err) {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			w.o.Log.Warn("a lease was not released; it expires by itself", "lease", name, "err", err)
+			return
+		}
+		if l, err = leases.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return
+		}
+		if holder, _ := holderOf(l); holder != w.o.Self.Identity {
+			return // someone took it: nothing to release
+		}
 	}
 }
 

@@ -258,21 +258,42 @@ func TestClusterDrainHandsOverAtOnce(t *testing.T) {
 	if took > testLease/2+time.Second {
 		t.Fatalf("b waited %s for a released lease", took)
 	}
-	// k1's call is still running: a keeps it until the call ends.
-	if route, err := b.Resolve(resolveCtx(t), k1, true); err == nil && route.Local {
-		t.Fatal("b took a conversation whose call still runs on the draining replica")
+	// k1's call is still running: a keeps serving it, and b holds a new
+	// request for it until a releases it, then serves it at once.
+	held := make(chan Route, 1)
+	go func() {
+		route, err := b.Resolve(resolveCtx(t), k1, true)
+		if err != nil {
+			t.Errorf("b's held request for k1: %v", err)
+		}
+		held <- route
+	}()
+	select {
+	case route := <-held:
+		t.Fatalf("b answered for a conversation whose call still runs on the draining replica: %+v", route)
+	case <-time.After(time.Second):
 	}
 	if err := a.Ready(); err == nil {
 		t.Fatal("a draining replica says it is ready")
 	}
-	if _, err := a.Resolve(resolveCtx(t), Key{Tenant: "t", Conversation: "new"}, true); err == nil {
-		t.Fatal("a draining replica took a new conversation")
+	if route, err := a.Resolve(resolveCtx(t), Key{Tenant: "t", Conversation: "new"}, true); err != nil || route.Local || route.Peer.Identity != "b" {
+		t.Fatalf("a draining replica should hand a new conversation to b, got %+v %v", route, err)
 	}
+	released := time.Now()
 	r1.Done()
-	<-done
-	if _, took := waitLocal(t, b, k1, testLease); took > testLease/2+time.Second {
-		t.Fatalf("b waited %s for the lease released after the call", took)
+	select {
+	case route := <-held:
+		if !route.Local {
+			t.Fatalf("b's held request was not served by b: %+v", route)
+		}
+		route.Done()
+		if d := time.Since(released); d > testLease/2+time.Second {
+			t.Fatalf("b served the held request %s after the call ended", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("b's held request never came back")
 	}
+	<-done
 	a.mu.Lock()
 	lost := len(a.lost)
 	a.mu.Unlock()

@@ -42,17 +42,7 @@ func (w *Owners) renewAll(ctx context.Context) {
 		names = append(names, n)
 	}
 	w.mu.Unlock()
-	sem := make(chan struct{}, renewParallel)
-	var wg sync.WaitGroup
-	for _, n := range names {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			w.renewOne(ctx, n)
-		}()
-	}
-	wg.Wait()
+	w.each(len(names), func(i int) { w.renewOne(ctx, names[i]) })
 }
 
 // renewOne renews one held lease. A lease another replica took (the
@@ -221,55 +211,113 @@ func (w *Owners) Ready() error {
 	return nil
 }
 
-// Drain is the graceful hand-off: from now on no lease is taken; each
-// held lease is released as soon as its in-flight calls end (the pipe is
-// detached first, through the Lost hook), or when ctx ends; then the member
-// lease is deleted.
+// announceGrace is how long a draining replica keeps serving after it
+// announced its hand-off, so that the peers' informers see the
+// announcement and hold new requests instead of sending them here.
+const announceGrace = 300 * time.Millisecond
+
+// Drain is the graceful hand-off: from now on no lease is taken; each held
+// lease is marked as being handed over (peers then hold new requests for
+// it instead of forwarding them here), calls already here are served and
+// waited for (until ctx ends), the pipe is detached (the Lost hook), and
+// the lease is released so that the next request, at any replica, takes
+// it at once. Last the member lease is deleted.
 func (w *Owners) Drain(ctx context.Context) {
 	w.mu.Lock()
 	w.draining = true
 	type rel struct {
 		name string
 		h    *holding
-		idle chan struct{}
 	}
 	var rels []rel
 	for n, h := range w.held {
 		h.releasing = true
-		var idle chan struct{}
-		if h.inflight > 0 {
-			idle = make(chan struct{})
-			h.idle = idle
-		}
-		rels = append(rels, rel{n, h, idle})
+		rels = append(rels, rel{n, h})
 	}
 	w.mu.Unlock()
 
-	var wg sync.WaitGroup
-	for _, r := range rels {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if r.idle != nil {
-				select {
-				case <-r.idle:
-				case <-ctx.Done():
-					w.o.Log.Warn("calls still running at the hand-off deadline are cut off", "conversation", r.h.key.String())
-				}
-			}
-			w.mu.Lock()
-			tell := w.dropLocked(r.name, r.h, "released", "this replica is shutting down")
-			l := r.h.lease
-			w.mu.Unlock()
-			tell()
-			w.release(r.name, l)
-		}()
+	w.each(len(rels), func(i int) { w.announce(rels[i].name, rels[i].h) })
+	select {
+	case <-time.After(announceGrace):
+	case <-ctx.Done():
 	}
-	wg.Wait()
+	w.each(len(rels), func(i int) {
+		r := rels[i]
+		w.mu.Lock()
+		r.h.closing = true
+		var idle chan struct{}
+		if r.h.inflight > 0 {
+			idle = make(chan struct{})
+			r.h.idle = idle
+		}
+		w.mu.Unlock()
+		if idle != nil {
+			select {
+			case <-idle:
+			case <-ctx.Done():
+				w.o.Log.Warn("calls still running at the hand-off deadline are cut off", "conversation", r.h.key.String())
+			}
+		}
+		w.mu.Lock()
+		tell := w.dropLocked(r.name, r.h, "released", "this replica is shutting down")
+		l := r.h.lease
+		w.mu.Unlock()
+		tell()
+		w.release(r.name, l)
+	})
 	dctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
 	if err := w.cs.CoordinationV1().Leases(w.o.Namespace).Delete(dctx, MemberLeaseName(w.o.Deployment, w.o.Self.Identity), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		w.o.Log.Warn("this replica's lease was not deleted; it expires by itself", "err", err)
 	}
 	w.o.Log.Info("conversations handed over", "count", len(rels))
+}
+
+// each runs f(0..n-1) with at most renewParallel at once.
+func (w *Owners) each(n int, f func(i int)) {
+	sem := make(chan struct{}, renewParallel)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// announce marks a held lease as being handed over.
+func (w *Owners) announce(name string, h *holding) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	leases := w.cs.CoordinationV1().Leases(w.o.Namespace)
+	w.mu.Lock()
+	cur := h.lease
+	w.mu.Unlock()
+	for try := 0; try < 3; try++ {
+		next := cur.DeepCopy()
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		next.Annotations[AnnotationReleasing] = "true"
+		l, err := leases.Update(ctx, next, metav1.UpdateOptions{})
+		if err == nil {
+			w.mu.Lock()
+			h.lease = l
+			w.mu.Unlock()
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			w.o.Log.Warn("a hand-off was not announced; peers may send calls here until the release", "lease", name, "err", err)
+			return
+		}
+		if cur, err = leases.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return
+		}
+		if holder, _ := holderOf(cur); holder != w.o.Self.Identity {
+			return
+		}
+	}
 }
