@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -342,6 +343,33 @@ func TestClusterReplicaKilledConversationsMove(t *testing.T) {
 	}
 	t.Logf("%d calls, %d acknowledged, %d failed during the failover", lc.n, len(lc.acks), len(lc.fail))
 	rs.waitAllReady(t, 3*time.Minute)
+
+	// A crash with no word to anyone: the new owner's process is killed
+	// (SIGKILL, no hand-off). Its conversation moves once the lease has
+	// gone unrenewed for its whole duration.
+	owner = rs.owner(t, run.Conversation)
+	other = (owner + 1) % 3
+	pid := sandboxdPID(t, rs.podOf(t, owner))
+	killed = time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the conversation answering again after its owner crashed", func() error {
+		_, err := rcall(t, rs.clients[other], run.ID, "read", map[string]any{"path": "alive.txt"})
+		if err == nil {
+			back = time.Since(killed)
+		}
+		return err
+	})
+	t.Logf("answering again %s after the owner's process was killed", back)
+	if back > 6*time.Second+10*time.Second {
+		t.Errorf("after a crash the conversation took %s to answer again; the lease is 6s", back)
+	}
+	out = mustRcall(t, rs.clients[other], run.ID, "eval", evalArgs("python", "(kept, kpid == os.getpid())"))
+	if !strings.Contains(out, "before the kill") || !strings.Contains(out, "True") {
+		t.Fatalf("the kernel after the crash: %q", out)
+	}
+	rs.waitAllReady(t, 3*time.Minute)
 }
 
 func TestClusterRolloutRestartLosesNoCall(t *testing.T) {
@@ -523,4 +551,73 @@ func sandboxdPID(t *testing.T, pod string) int {
 	}
 	t.Fatalf("no sandboxd process of pod %s on this machine", pod)
 	return 0
+}
+
+// TestClusterReplicaWithoutAPIAccessStandsDown cuts every replica off
+// the Leases (the RoleBinding deleted): each stops owning within its lease
+// and says so in /readyz; a call is then refused, never served by a
+// replica that cannot prove it owns the conversation; with the binding
+// back the replicas serve again. It runs last: it disturbs every replica.
+func TestClusterReplicaWithoutAPIAccessStandsDown(t *testing.T) {
+	rs := replicas(t)
+	run := rs.conversation(t, "rep-rbac", 0, 0)
+	mustRcall(t, rs.clients[0], run.ID, "write", map[string]any{"path": "a.txt", "content": "a"})
+	rbs, err := rs.cs.RbacV1().RoleBindings(rs.Namespace).List(ctx(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved *rbacv1.RoleBinding
+	for i := range rbs.Items {
+		if strings.HasSuffix(rbs.Items[i].Name, "-replication") {
+			saved = rbs.Items[i].DeepCopy()
+		}
+	}
+	if saved == nil {
+		t.Fatalf("no replication RoleBinding in %s", rs.Namespace)
+	}
+	if err := rs.cs.RbacV1().RoleBindings(rs.Namespace).Delete(ctx(t), saved.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	restore := func() {
+		if restored {
+			return
+		}
+		restored = true
+		rb := saved.DeepCopy()
+		rb.ResourceVersion, rb.UID = "", ""
+		if _, err := rs.cs.RbacV1().RoleBindings(rs.Namespace).Create(context.Background(), rb, metav1.CreateOptions{}); err != nil {
+			t.Errorf("the RoleBinding could not be restored: %v", err)
+		}
+	}
+	defer restore()
+	cut := time.Now()
+	waitFor(t, 20*time.Second, "every replica saying in /readyz that it cannot renew its leases", func() error {
+		for i, u := range rs.URLs {
+			resp, err := http.Get(u + "/readyz")
+			if err != nil {
+				return err
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "cannot renew") {
+				return fmt.Errorf("replica %d: %d %s", i, resp.StatusCode, body)
+			}
+		}
+		return nil
+	})
+	t.Logf("every replica not ready %s after its API access was cut", time.Since(cut).Round(time.Millisecond))
+	// Past the lease, nobody may act for the conversation.
+	time.Sleep(time.Until(cut.Add(7 * time.Second)))
+	for i, c := range rs.clients {
+		if _, err := rcall(t, c, run.ID, "read", map[string]any{"path": "a.txt"}); err == nil || !errors.Is(err, errdefs.ErrUnavailable) {
+			t.Fatalf("replica %d served a call without being able to hold its lease (err %v)", i, err)
+		}
+	}
+	restore()
+	rs.waitAllReady(t, 2*time.Minute)
+	waitFor(t, time.Minute, "the conversation served again with the binding back", func() error {
+		_, err := rcall(t, rs.clients[1], run.ID, "read", map[string]any{"path": "a.txt"})
+		return err
+	})
 }
