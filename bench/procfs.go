@@ -55,3 +55,30 @@ func ParseStatusKB(r io.Reader, key string) (int64, error) {
 	}
 	return 0, fmt.Errorf("the status text has no %s line (a kernel thread or an exited process)", key)
 }
+
+// PodProcess finds the host pid of the process of a pod on this machine
+// (the test cluster runs here) whose command line contains cmd and whose
+// environment sets POD_NAME=pod (the chart sets it).
+func PodProcess(pod, cmd string) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		line, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if !strings.Contains(string(line), cmd) {
+			continue
+		}
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if kv == "POD_NAME="+pod {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no process %q of pod %s on this machine", cmd, pod)
+}

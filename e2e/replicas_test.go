@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/api/client"
+	"github.com/sandboxd/sandboxd/bench"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
@@ -525,32 +526,14 @@ func TestClusterPausedReplicaStandsDown(t *testing.T) {
 	})
 }
 
-// sandboxdPID finds the host pid of the sandboxd process of pod (the
-// cluster runs on this machine): the process whose environment names it.
+// sandboxdPID finds the host pid of the sandboxd process of pod.
 func sandboxdPID(t *testing.T, pod string) int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	pid, err := bench.PodProcess(pod, "sandboxd\x00serve")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if !strings.Contains(string(cmd), "serve") || !strings.Contains(string(cmd), "sandboxd") {
-			continue
-		}
-		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if kv == "POD_NAME="+pod {
-				return pid
-			}
-		}
-	}
-	t.Fatalf("no sandboxd process of pod %s on this machine", pod)
-	return 0
+	return pid
 }
 
 // TestClusterReplicaWithoutAPIAccessStandsDown cuts every replica off
