@@ -152,3 +152,42 @@ func TestRouterRefusesForgedForwards(t *testing.T) {
 		t.Fatalf("a forged forward: %d %s", resp.StatusCode, body)
 	}
 }
+
+// BenchmarkForwardHop measures what a forward adds in isolation: the same
+// small call to the owner's Router directly, and through a second
+// replica's Router (verify, route, sign, proxy over loopback, verify
+// again), with a stand-in API that answers at once.
+func BenchmarkForwardHop(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := fake.NewClientset()
+	runs := fakeRuns{"run_1": {ID: "run_1", Tenant: "a", Conversation: "c1"}}
+	t := &testing.T{}
+	owner := newRouterReplica(t, ctx, cs, "sd-0", runs)
+	other := newRouterReplica(t, ctx, cs, "sd-1", runs)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	call := func(url string) {
+		req, _ := http.NewRequest("POST", url+"/v1/runs/run_1/tools/read", strings.NewReader(`{"path":"x"}`))
+		req.Header.Set("Authorization", "Bearer "+humanToken)
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	call(owner.srv.URL) // sd-0 takes the conversation
+	for i := 0; i < 200 && other.owners.HeldBy(Key{"a", "c1"}, "sd-0") == false; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Run("direct", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			call(owner.srv.URL)
+		}
+	})
+	b.Run("forwarded", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			call(other.srv.URL)
+		}
+	})
+}
