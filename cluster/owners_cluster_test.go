@@ -2,20 +2,15 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sandboxd/sandboxd/cluster/clustertest"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
@@ -28,37 +23,6 @@ const (
 	testLease = 2 * time.Second
 	testRenew = 400 * time.Millisecond
 )
-
-func clusterClient(t *testing.T) (kubernetes.Interface, string) {
-	t.Helper()
-	kc := os.Getenv("KUBECONFIG")
-	if os.Getenv("SANDBOXD_TEST_KUBERNETES") != "1" || kc == "" {
-		t.Skip("set SANDBOXD_TEST_KUBERNETES=1 and KUBECONFIG (scripts/k8s-up.sh) to run against a cluster")
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.QPS, rc.Burst = 100, 200
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	ns := "sbx-leases-" + hex.EncodeToString(b[:])
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	})
-	return cs, ns
-}
 
 // replicaUnderTest is one Owners with its own life and a record of what
 // its hooks heard.
@@ -129,7 +93,7 @@ func waitLocal(t *testing.T, r *replicaUnderTest, k Key, within time.Duration) (
 }
 
 func TestClusterLeasesOneOwnerAtATime(t *testing.T) {
-	cs, ns := clusterClient(t)
+	cs, ns := clustertest.Namespace(t, "sbx-leases")
 	a, b, c := startReplica(t, cs, ns, "a"), startReplica(t, cs, ns, "b"), startReplica(t, cs, ns, "c")
 	k := Key{Tenant: "team:x", Conversation: "conv-1"}
 
@@ -186,7 +150,7 @@ func TestClusterLeasesOneOwnerAtATime(t *testing.T) {
 }
 
 func TestClusterDeadOwnerIsTakenOverAfterTheLease(t *testing.T) {
-	cs, ns := clusterClient(t)
+	cs, ns := clustertest.Namespace(t, "sbx-leases")
 	a, b := startReplica(t, cs, ns, "a"), startReplica(t, cs, ns, "b")
 	k := Key{Tenant: "t", Conversation: "c"}
 	route, _ := waitLocal(t, a, k, 5*time.Second)
@@ -215,7 +179,7 @@ func TestClusterDeadOwnerIsTakenOverAfterTheLease(t *testing.T) {
 }
 
 func TestClusterPausedOwnerStandsDown(t *testing.T) {
-	cs, ns := clusterClient(t)
+	cs, ns := clustertest.Namespace(t, "sbx-leases")
 	a, b := startReplica(t, cs, ns, "a"), startReplica(t, cs, ns, "b")
 	k := Key{Tenant: "t", Conversation: "paused"}
 	route, _ := waitLocal(t, a, k, 5*time.Second)
@@ -238,7 +202,7 @@ func TestClusterPausedOwnerStandsDown(t *testing.T) {
 }
 
 func TestClusterDrainHandsOverAtOnce(t *testing.T) {
-	cs, ns := clusterClient(t)
+	cs, ns := clustertest.Namespace(t, "sbx-leases")
 	a, b := startReplica(t, cs, ns, "a"), startReplica(t, cs, ns, "b")
 	k1, k2 := Key{Tenant: "t", Conversation: "one"}, Key{Tenant: "t", Conversation: "two"}
 	r1, _ := waitLocal(t, a, k1, 5*time.Second)

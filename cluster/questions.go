@@ -93,6 +93,15 @@ func (rt *Router) peerRequest(ctx context.Context, p Peer, in *http.Request, bod
 	return req, nil
 }
 
+// peerDo sends in's request for its local part to peer p.
+func (rt *Router) peerDo(ctx context.Context, p Peer, in *http.Request, body []byte, reqID string) (*http.Response, error) {
+	req, err := rt.peerRequest(ctx, p, in, body, reqID)
+	if err != nil {
+		return nil, err
+	}
+	return rt.peerClient().Do(req)
+}
+
 // listQuestions serves GET /v1/spaces/{space}/questions.
 func (rt *Router) listQuestions(w http.ResponseWriter, r *http.Request) {
 	if IsForwarded(r) {
@@ -157,11 +166,7 @@ func (rt *Router) listQuestions(w http.ResponseWriter, r *http.Request) {
 func (rt *Router) peerList(in *http.Request, p Peer, reqID string) ([]json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(in.Context(), peerQuestionsTimeout)
 	defer cancel()
-	req, err := rt.peerRequest(ctx, p, in, nil, reqID)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := rt.peerClient().Do(req)
+	resp, err := rt.peerDo(ctx, p, in, nil, reqID)
 	if err != nil {
 		return nil, err
 	}
@@ -260,11 +265,7 @@ func (rt *Router) answerQuestion(w http.ResponseWriter, r *http.Request) {
 func (rt *Router) peerAnswer(in *http.Request, p Peer, body []byte, reqID string) (*recorder, error) {
 	ctx, cancel := context.WithTimeout(in.Context(), peerQuestionsTimeout)
 	defer cancel()
-	req, err := rt.peerRequest(ctx, p, in, body, reqID)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := rt.peerClient().Do(req)
+	resp, err := rt.peerDo(ctx, p, in, body, reqID)
 	if err != nil {
 		return nil, err
 	}
@@ -443,12 +444,8 @@ func (rt *Router) followPeer(ctx context.Context, r *http.Request, p Peer, reqID
 func (rt *Router) peerStream(ctx context.Context, r *http.Request, p Peer, reqID string, out chan<- []byte) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := rt.peerRequest(ctx, p, r, nil, reqID)
-	if err != nil {
-		return err
-	}
 	slow := time.AfterFunc(peerQuestionsTimeout, cancel)
-	resp, err := rt.peerClient().Do(req)
+	resp, err := rt.peerDo(ctx, p, r, nil, reqID)
 	if !slow.Stop() {
 		err = fmt.Errorf("no answer within %s", peerQuestionsTimeout)
 	}

@@ -2,72 +2,24 @@ package runrecords
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/cluster/clustertest"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/tools"
 )
-
-// Cluster tests run against a real API server when SANDBOXD_TEST_KUBERNETES=1
-// and KUBECONFIG names it (scripts/k8s-up.sh makes one); each uses a fresh
-// namespace that is deleted when it ends.
-func clusterNamespace(t *testing.T) (kubernetes.Interface, string) {
-	t.Helper()
-	if os.Getenv("SANDBOXD_TEST_KUBERNETES") != "1" || os.Getenv("KUBECONFIG") == "" {
-		t.Skip("set SANDBOXD_TEST_KUBERNETES=1 and KUBECONFIG (scripts/k8s-up.sh) to run against a cluster")
-	}
-	// A cluster that is not up (yet) skips: the flag says to use one, not
-	// that one is there.
-	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
-	if err != nil {
-		t.Skipf("KUBECONFIG is not usable, is the cluster up? %v", err)
-	}
-	cfg.Timeout = 10 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.Discovery().ServerVersion(); err != nil {
-		t.Skipf("the API server in KUBECONFIG does not answer, is the cluster up? %v", err)
-	}
-	cfg.Timeout = 30 * time.Second
-	if cs, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var rb [4]byte
-	_, _ = rand.Read(rb[:])
-	ns := "sandboxd-test-" + hex.EncodeToString(rb[:])
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace %s: %v", ns, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("delete namespace %s: %v", ns, err)
-		}
-	})
-	return cs, ns
-}
 
 // Two replicas' RunStores over one real namespace: a run created on one is
 // listed, served and deleted by the other; records of another deployment
 // and broken records are not served.
 func TestClusterTwoReplicas(t *testing.T) {
-	cs, ns := clusterNamespace(t)
+	cs, ns := clustertest.Namespace(t, "sandboxd-test")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := func(deployment string) *Store {
