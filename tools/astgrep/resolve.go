@@ -48,7 +48,20 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 	}
 	var conn *tools.SandboxConn
 	p, why := t.c.store.lookup(runID(env), a.EditID)
-	if why == "unknown" {
+	if why == "" && p.saved {
+		// The copy is the edit's truth across replicas: gone means another
+		// replica resolved it after the conversation moved there and back.
+		c, res, err := connect(ctx, env)
+		if c == nil {
+			return deref(res), err
+		}
+		conn = c
+		if conn.ID == p.sandbox && t.c.copyGone(ctx, conn, p.id) {
+			t.c.store.remove(p.id)
+			p, why = nil, "unknown"
+		}
+	}
+	if why == "unknown" && conn == nil {
 		// Another replica may have prepared it before the conversation
 		// moved here: its copy is in the sandbox.
 		c, res, err := connect(ctx, env)

@@ -56,8 +56,9 @@ func (c *config) copyPath(id string) string { return path.Join(c.editDir, id+".j
 // holding editDir, which exists (for the default, /tmp) when editDir may not.
 func (c *config) copyRoot() string { return path.Dir(path.Clean(c.editDir)) }
 
-// saveCopy writes p to the sandbox. A failure is logged only: the memory
-// copy still serves this replica.
+// saveCopy writes p to the sandbox and sets p.saved, before p is shared
+// through the store. A failure is logged only: the memory copy still
+// serves this replica.
 func (c *config) saveCopy(ctx context.Context, conn *tools.SandboxConn, p *prepared) {
 	rec := editRecord{ID: p.id, RunID: p.runID, Sandbox: p.sandbox, Created: p.created, Language: p.language, Count: p.count}
 	for _, f := range p.files {
@@ -79,7 +80,22 @@ func (c *config) saveCopy(ctx context.Context, conn *tools.SandboxConn, p *prepa
 	}})
 	if err != nil {
 		c.log.Warn("ast_edit: writing the sandbox copy failed; the edit lives only in this replica", "edit_id", p.id, "sandbox", conn.ID, "err", err)
+		return
 	}
+	p.saved = true
+}
+
+// copyGone reports whether the sandbox copy of a saved edit is known to be
+// gone: another replica resolved the edit (or it expired there). An
+// unanswered stat is not proof, so the memory copy is used then.
+func (c *config) copyGone(ctx context.Context, conn *tools.SandboxConn, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, copyTimeout)
+	defer cancel()
+	_, err := conn.Agent.Stat(ctx, &proto.StatRequest{Root: c.copyRoot(), Path: c.copyPath(id)})
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		c.log.Warn("resolve: cannot check the sandbox copy; using the memory copy", "edit_id", id, "err", err)
+	}
+	return errors.Is(err, errdefs.ErrNotFound)
 }
 
 // loadCopy reads the sandbox copy of edit id for runID and checks it as

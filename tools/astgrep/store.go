@@ -21,6 +21,7 @@ type prepared struct {
 	bytes    int64
 	language string
 	conn     *tools.SandboxConn // where its sandbox copy is, for dropping it at the run's end
+	saved    bool               // its sandbox copy was written: once that is gone, another replica resolved it
 }
 
 // preparedFile is one file of a prepared change: its content as read at
@@ -61,8 +62,12 @@ func (s *store) put(p *prepared) (evicted *prepared) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked()
-	p.id = newID()
-	p.created = s.now()
+	if p.id == "" {
+		p.id = newID()
+	}
+	if p.created.IsZero() {
+		p.created = s.now()
+	}
 	s.seq++
 	p.seq = s.seq
 	var oldest *prepared
