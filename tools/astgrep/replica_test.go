@@ -19,9 +19,15 @@ import (
 // the same clock and the same run, and no prepared edit in memory.
 func (s *sandbox) replica(opts ...astgrep.Option) *sandbox {
 	s.t.Helper()
+	return s.replicaAs("sb1", opts...)
+}
+
+// replicaAs is replica with the connection naming the sandbox id.
+func (s *sandbox) replicaAs(id string, opts ...astgrep.Option) *sandbox {
+	s.t.Helper()
 	r := &sandbox{t: s.t, ws: s.ws, eng: s.eng, clock: s.clock, srv: s.srv, editDir: s.editDir}
 	client := agenttest.Connect(s.t, s.srv)
-	conn := &tools.SandboxConn{ID: "sb1", Backend: "test", Workspace: s.ws, Agent: client}
+	conn := &tools.SandboxConn{ID: id, Backend: "test", Workspace: s.ws, Agent: client}
 	r.reg = tools.NewRegistry()
 	ts, drop := astgrep.Tools(s.eng, append([]astgrep.Option{astgrep.WithClock(s.clock.Now), astgrep.WithEditDir(s.editDir)}, opts...)...)
 	for _, tool := range ts {
@@ -160,5 +166,22 @@ func TestEditWorksWhenTheCopyCannotBeWritten(t *testing.T) {
 	a.ok("resolve", map[string]any{"edit_id": id, "action": "accept"})
 	if a.read("a.go") != "package p\n\nvar _ = new(1)\n" {
 		t.Error("the memory copy did not serve the accept")
+	}
+}
+
+func TestReplicaRefusesACopyOfAnotherSandbox(t *testing.T) {
+	a := newSandbox(t)
+	a.write("a.go", "package p\n\nvar _ = old(1)\n")
+	id := editID(t, a.ok("ast_edit", map[string]any{"pattern": "old($X)", "rewrite": "new($X)", "path": "a.go"}))
+	// The same files under another sandbox id (a clone carrying /tmp along).
+	b := a.replicaAs("sb2")
+	if out := b.fail("resolve", map[string]any{"edit_id": id, "action": "accept"}); !strings.Contains(out, "was prepared in another sandbox") {
+		t.Errorf("another sandbox's copy: %s", out)
+	}
+	if a.read("a.go") != "package p\n\nvar _ = old(1)\n" {
+		t.Error("another sandbox's copy was written")
+	}
+	if got := a.copies(); len(got) != 0 {
+		t.Errorf("sandbox copies after the refusal = %v, want none", got)
 	}
 }
