@@ -7,6 +7,7 @@ package astgrep
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path"
 	"strings"
 	"time"
@@ -23,6 +24,8 @@ type config struct {
 	maxFiles    int   // files one search walks at most
 	maxPreview  int   // bytes of diff shown by ast_edit
 	now         func() time.Time
+	editDir     string       // where prepared edits are copied inside the sandbox
+	log         *slog.Logger // failures of the sandbox copies, which never fail a call
 }
 
 // Option changes a setting of the tools.
@@ -46,15 +49,41 @@ func WithClock(now func() time.Time) Option {
 	return func(c *config) { c.now = now; c.store.now = now }
 }
 
+// WithEditDir sets the directory inside the sandbox where prepared edits
+// are copied for other replicas (default DefaultEditDir). Its parent must
+// exist in the sandbox; it should lie outside the workspace.
+func WithEditDir(dir string) Option { return func(c *config) { c.editDir = dir } }
+
+// WithLogger sets where failures to keep or drop the sandbox copies of
+// prepared edits are logged (default: nowhere).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
 // Tools returns ast_grep, ast_edit and resolve over eng, and a function to
-// call when a run ends (it drops the run's prepared edits).
+// call when a run ends (it drops the run's prepared edits and the sandbox
+// copies of those this instance prepared; others' copies are refused to
+// other runs and removed when found expired).
 func Tools(eng *engine.Engine, opts ...Option) ([]tools.Tool, func(runID string)) {
-	c := &config{eng: eng, maxFileSize: 1 << 20, maxFiles: 200000, maxPreview: 48 << 10, now: time.Now}
+	c := &config{eng: eng, maxFileSize: 1 << 20, maxFiles: 200000, maxPreview: 48 << 10, now: time.Now,
+		editDir: DefaultEditDir, log: slog.New(slog.DiscardHandler)}
 	c.store = newStore()
 	for _, o := range opts {
 		o(c)
 	}
-	return []tools.Tool{&grepTool{c}, &editTool{c}, &resolveTool{c}}, c.store.dropRun
+	return []tools.Tool{&grepTool{c}, &editTool{c}, &resolveTool{c}}, c.dropRun
+}
+
+// dropRun forgets a run's prepared edits and removes their sandbox copies,
+// all within one copyTimeout (a stuck sandbox must not hold the run's end).
+func (c *config) dropRun(runID string) {
+	dropped := c.store.dropRun(runID)
+	if len(dropped) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), copyTimeout)
+	defer cancel()
+	for _, p := range dropped {
+		c.removeCopy(ctx, p.conn, p.id)
+	}
 }
 
 var (

@@ -77,7 +77,7 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	if err != nil {
 		return fail(err)
 	}
-	p := &prepared{runID: runID(env), sandbox: out.conn.ID, language: out.pattern.Lang.Name}
+	p := &prepared{runID: runID(env), sandbox: out.conn.ID, language: out.pattern.Lang.Name, conn: out.conn}
 	var diff strings.Builder
 	var changed []string
 	for i, f := range out.found {
@@ -116,7 +116,15 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	if len(p.files) == 0 {
 		return tools.Error("every match already reads as the rewrite, so nothing would change"), nil
 	}
-	t.c.store.put(p)
+	// The id is made before the store holds p, so the copy can be written
+	// (and p.saved set) while no other call sees p.
+	p.id, p.created = newID(), t.c.store.now()
+	// A copy in the sandbox lets another replica resolve the edit after
+	// the conversation moves; without it only this replica can.
+	t.c.saveCopy(ctx, out.conn, p)
+	if old := t.c.store.put(p); old != nil && old.sandbox == out.conn.ID {
+		t.c.removeCopy(ctx, out.conn, old.id)
+	}
 	preview := diff.String()
 	if len(preview) > t.c.maxPreview {
 		preview = preview[:t.c.maxPreview] + "\n… (diff preview cut; the prepared edit is complete)\n"

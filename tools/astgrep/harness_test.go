@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/agenttest"
+	"github.com/sandboxd/sandboxd/agent/daemon"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/astgrep"
 	"github.com/sandboxd/sandboxd/tools/astgrep/engine"
@@ -28,6 +29,8 @@ type sandbox struct {
 	written [][]string
 	dropRun func(string)
 	clock   *fakeClock
+	srv     *daemon.Server // the agent daemon: "the sandbox", which outlives a replica
+	editDir string         // where the tools copy prepared edits (inside the test's temp dir)
 }
 
 type fakeClock struct {
@@ -52,10 +55,12 @@ func newSandbox(t *testing.T, opts ...astgrep.Option) *sandbox {
 	if err := os.Mkdir(s.ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	client, _ := agenttest.New(t)
+	client, srv := agenttest.New(t)
+	s.srv = srv
+	s.editDir = filepath.Join(base, "edits")
 	conn := &tools.SandboxConn{ID: "sb1", Backend: "test", Workspace: s.ws, Agent: client}
 	s.reg = tools.NewRegistry()
-	ts, drop := astgrep.Tools(s.eng, append([]astgrep.Option{astgrep.WithClock(s.clock.Now)}, opts...)...)
+	ts, drop := astgrep.Tools(s.eng, append([]astgrep.Option{astgrep.WithClock(s.clock.Now), astgrep.WithEditDir(s.editDir)}, opts...)...)
 	for _, tool := range ts {
 		s.reg.Register(tool)
 	}

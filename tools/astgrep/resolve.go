@@ -46,23 +46,53 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return tools.Result{}, err
 	}
+	var conn *tools.SandboxConn
 	p, why := t.c.store.lookup(runID(env), a.EditID)
+	if why == "" && p.saved {
+		// The copy is the edit's truth across replicas: gone means another
+		// replica resolved it after the conversation moved there and back.
+		c, res, err := connect(ctx, env)
+		if c == nil {
+			return deref(res), err
+		}
+		conn = c
+		if conn.ID == p.sandbox && t.c.copyGone(ctx, conn, p.id) {
+			t.c.store.remove(p.id)
+			p, why = nil, "unknown"
+		}
+	}
+	if why == "unknown" && conn == nil {
+		// Another replica may have prepared it before the conversation
+		// moved here: its copy is in the sandbox.
+		c, res, err := connect(ctx, env)
+		if c == nil {
+			return deref(res), err
+		}
+		conn = c
+		if p, why, err = t.c.loadCopy(ctx, conn, runID(env), a.EditID); err != nil {
+			return fail(err)
+		}
+	}
 	switch why {
 	case "unknown":
 		return tools.Error(fmt.Sprintf("edit_id %q is not a prepared edit of this run (it was already resolved, or never existed); prepare the change with ast_edit", a.EditID)), nil
 	case "expired":
+		t.forgetCopy(ctx, env, conn, a.EditID)
 		return tools.Error(fmt.Sprintf("edit_id %q expired (prepared edits live %s); prepare the change again with ast_edit", a.EditID, t.c.store.ttl)), nil
 	}
 	if a.Action == "discard" {
-		t.c.store.remove(p.id)
+		t.forget(ctx, env, conn, p.id)
 		return tools.Text(fmt.Sprintf("discarded %s; nothing was written", p.id)), nil
 	}
-	conn, res, err := connect(ctx, env)
 	if conn == nil {
-		return deref(res), err
+		c, res, err := connect(ctx, env)
+		if c == nil {
+			return deref(res), err
+		}
+		conn = c
 	}
 	if conn.ID != p.sandbox {
-		t.c.store.remove(p.id)
+		t.forget(ctx, env, conn, p.id)
 		return tools.Error(fmt.Sprintf("edit_id %q was prepared in another sandbox; prepare the change again with ast_edit", a.EditID)), nil
 	}
 	paths := make([]string, len(p.files))
@@ -86,7 +116,7 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 		}
 	}
 	if len(changed) > 0 {
-		t.c.store.remove(p.id)
+		t.forget(ctx, env, conn, p.id)
 		return tools.Error(fmt.Sprintf("nothing was written: %s changed since ast_edit prepared %s; run ast_edit again to prepare the change on the current files",
 			strings.Join(changed, ", "), p.id)), nil
 	}
@@ -103,7 +133,7 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 		}
 		return r, e
 	}
-	t.c.store.remove(p.id)
+	t.forget(ctx, env, conn, p.id)
 	names := make([]string, len(p.files))
 	for i, f := range p.files {
 		names[i] = fmt.Sprintf("%s (%d)", display(env, conn, f.abs), f.edits)
@@ -114,4 +144,20 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 		out.Content = append(out.Content, env.AfterWrite(ctx, conn, paths)...)
 	}
 	return out, nil
+}
+
+// forget drops a resolved edit from memory and its copy from the sandbox.
+func (t *resolveTool) forget(ctx context.Context, env *tools.Env, conn *tools.SandboxConn, id string) {
+	t.c.store.remove(id)
+	t.forgetCopy(ctx, env, conn, id)
+}
+
+// forgetCopy removes the sandbox copy of id, connecting first when the
+// call has not (a discard or an expiry found in memory). Without a
+// sandbox there is nothing to remove it from.
+func (t *resolveTool) forgetCopy(ctx context.Context, env *tools.Env, conn *tools.SandboxConn, id string) {
+	if conn == nil {
+		conn, _, _ = connect(ctx, env)
+	}
+	t.c.removeCopy(ctx, conn, id)
 }

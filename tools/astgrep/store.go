@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"sync"
 	"time"
+
+	"github.com/sandboxd/sandboxd/tools"
 )
 
 // prepared is a change ast_edit made and resolve may write.
@@ -18,6 +20,8 @@ type prepared struct {
 	count    int // replacements
 	bytes    int64
 	language string
+	conn     *tools.SandboxConn // where its sandbox copy is, for dropping it at the run's end
+	saved    bool               // its sandbox copy was written: once that is gone, another replica resolved it
 }
 
 // preparedFile is one file of a prepared change: its content as read at
@@ -52,13 +56,18 @@ func newID() string {
 	return "edit-" + hex.EncodeToString(b[:])
 }
 
-// put keeps p, dropping expired edits and the run's oldest beyond perRun.
-func (s *store) put(p *prepared) {
+// put keeps p, dropping expired edits and the run's oldest beyond perRun;
+// it returns that oldest, whose sandbox copy the caller removes.
+func (s *store) put(p *prepared) (evicted *prepared) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked()
-	p.id = newID()
-	p.created = s.now()
+	if p.id == "" {
+		p.id = newID()
+	}
+	if p.created.IsZero() {
+		p.created = s.now()
+	}
 	s.seq++
 	p.seq = s.seq
 	var oldest *prepared
@@ -74,8 +83,10 @@ func (s *store) put(p *prepared) {
 	}
 	if n >= s.perRun && oldest != nil {
 		delete(s.edits, oldest.id)
+		evicted = oldest
 	}
 	s.edits[p.id] = p
+	return evicted
 }
 
 // lookup returns the run's edit, or why there is none ("unknown" or
@@ -100,15 +111,18 @@ func (s *store) remove(id string) {
 	delete(s.edits, id)
 }
 
-// dropRun forgets every edit of a run (its end).
-func (s *store) dropRun(runID string) {
+// dropRun forgets every edit of a run (its end) and returns them.
+func (s *store) dropRun(runID string) []*prepared {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var dropped []*prepared
 	for id, e := range s.edits {
 		if e.runID == runID {
 			delete(s.edits, id)
+			dropped = append(dropped, e)
 		}
 	}
+	return dropped
 }
 
 func (s *store) sweepLocked() {
