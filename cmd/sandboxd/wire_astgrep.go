@@ -10,9 +10,10 @@ import (
 
 // wireAstgrep registers ast_grep, ast_edit and resolve over one tree-sitter
 // engine shared by all sandboxes (its caches are keyed by sandbox), and
-// drops a run's prepared edits when the run ends.
+// drops a run's prepared edits when the run ends. A prepared edit is also
+// kept in its sandbox, so that another replica can resolve it.
 func wireAstgrep(w *wiring) error {
-	ts, dropRun := astgrep.Tools(engine.New())
+	ts, dropRun := astgrep.Tools(engine.New(), astgrep.WithLogger(w.log.With("tool", "ast_edit")))
 	for _, t := range ts {
 		w.registry.Register(t)
 	}
