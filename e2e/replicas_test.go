@@ -306,6 +306,18 @@ func TestClusterReplicaKilledConversationsMove(t *testing.T) {
 	run := rs.conversation(t, "rep-kill", 0, 0)
 	mustRcall(t, rs.clients[0], run.ID, "eval", evalArgs("python", "import os; kept = 'before the kill'; kpid = os.getpid()"))
 	mustRcall(t, rs.clients[0], run.ID, "write", map[string]any{"path": "alive.txt", "content": "alive"})
+	// An edit prepared on the owner, to be resolved after it is gone.
+	mustRcall(t, rs.clients[0], run.ID, "write", map[string]any{"path": "m.py", "content": "print('old')\n"})
+	out := mustRcall(t, rs.clients[0], run.ID, "ast_edit", map[string]any{"pattern": "print($A)", "rewrite": "log($A)", "path": "m.py", "language": "python"})
+	editID := ""
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, "edit_id: "); ok {
+			editID, _, _ = strings.Cut(v, "\n")
+		}
+	}
+	if editID == "" {
+		t.Fatalf("ast_edit gave no edit_id: %q", out)
+	}
 	owner := rs.owner(t, run.Conversation)
 	other := (owner + 1) % 3
 
@@ -338,9 +350,14 @@ func TestClusterReplicaKilledConversationsMove(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	lc.checkAcked(t)
-	out := mustRcall(t, rs.clients[other], run.ID, "eval", evalArgs("python", "(kept, kpid == os.getpid())"))
+	out = mustRcall(t, rs.clients[other], run.ID, "eval", evalArgs("python", "(kept, kpid == os.getpid())"))
 	if !strings.Contains(out, "before the kill") || !strings.Contains(out, "True") {
 		t.Fatalf("the kernel after the failover: %q (want the variable and the same process)", out)
+	}
+	// The edit prepared on the replica that died is resolved by the new owner.
+	mustRcall(t, rs.clients[other], run.ID, "resolve", map[string]any{"edit_id": editID, "action": "accept"})
+	if got := mustRcall(t, rs.clients[other], run.ID, "read", map[string]any{"path": "m.py"}); !strings.Contains(got, "log('old')") {
+		t.Fatalf("after resolving on the new owner m.py reads %q", got)
 	}
 	t.Logf("%d calls, %d acknowledged, %d failed during the failover", lc.n, len(lc.acks), len(lc.fail))
 	rs.waitAllReady(t, 3*time.Minute)
