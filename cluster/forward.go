@@ -63,7 +63,10 @@ func NewForwarder(signer *Signer, m *Metrics, log *slog.Logger) *Forwarder {
 			f.signer.Sign(pr.Out, p.Identity)
 		},
 		Transport:     tr,
-		FlushInterval: -1, // SSE and streamed output reach the client at once
+		// 0: net/http/httputil flushes at once by itself for SSE and for
+		// bodies of unknown length (streamed output), and not per write for
+		// the rest.
+		FlushInterval: 0,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			p, _ := r.Context().Value(peerKey{}).(Peer)
 			if errors.Is(context.Cause(r.Context()), errOwnerGone) {
