@@ -59,8 +59,8 @@ const skewAllowance = 30 * time.Second
 // apiTimeout bounds one call to the API server on the request path.
 const apiTimeout = 5 * time.Second
 
-// ErrHandover is the class of a request that cannot be served while a
-// conversation changes hands (errdefs.Unavailable).
+// errDraining answers a request a shutting-down replica cannot serve and
+// has no peer to hand to (errdefs.Unavailable: the client retries).
 var errDraining = errdefs.Unavailable("this replica is shutting down and takes no conversation; retry, another replica will serve it")
 
 // Owners holds this replica's conversation leases.

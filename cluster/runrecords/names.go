@@ -14,7 +14,7 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 )
 
-// Labels and data keys of a run record (DESIGN-12: fixed names).
+// Labels and data keys of a run record (DESIGN.md §9: fixed names).
 const (
 	LabelDeployment = "io.sandboxd.deployment"
 	LabelKind       = "io.sandboxd.kind"

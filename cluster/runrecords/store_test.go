@@ -62,7 +62,7 @@ func newRun(tenant, conversation string) tools.Run {
 	return tools.Run{ID: "run_" + uuid.NewString(), Tenant: tenant, Conversation: conversation, Surface: "code", Approval: "ask", Workdir: "src"}
 }
 
-// The record is one ConfigMap named, labelled and filled as DESIGN-12 says.
+// The record is one ConfigMap named, labelled and filled as DESIGN.md §9 says.
 func TestRecordShape(t *testing.T) {
 	cs := fake.NewClientset()
 	s := started(t, cs)
@@ -72,7 +72,7 @@ func TestRecordShape(t *testing.T) {
 	}
 	cm, err := cs.CoreV1().ConfigMaps(testNS).Get(context.Background(), "sandboxd-prod-run-3f2a9c1e-0b7d-4c55-9e21-7a8b6c5d4e3f", metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("the record is not where DESIGN-12 names it: %v", err)
+		t.Fatalf("the record is not where DESIGN.md §9 names it: %v", err)
 	}
 	want := map[string]string{LabelDeployment: "prod", LabelKind: "run", LabelTenantHash: TenantHash("acme")}
 	if len(cm.Labels) != len(want) {
