@@ -62,7 +62,7 @@ func NewForwarder(signer *Signer, m *Metrics, log *slog.Logger) *Forwarder {
 			pr.Out.Host = pr.In.Host
 			f.signer.Sign(pr.Out, p.Identity)
 		},
-		Transport:     tr,
+		Transport: tr,
 		// 0: net/http/httputil flushes at once by itself for SSE and for
 		// bodies of unknown length (streamed output), and not per write for
 		// the rest.
