@@ -48,6 +48,9 @@ type Options struct {
 	Log           *slog.Logger
 	// Now is the local clock (tests); it must carry a monotonic reading.
 	Now func() time.Time
+	// Wall is the wall clock written into leases and compared with theirs
+	// (tests give a replica a skewed one); default time.Now.
+	Wall func() time.Time
 }
 
 // skewAllowance is how far another replica's wall clock may be off ours:
@@ -113,6 +116,9 @@ type observation struct {
 func NewOwners(cs kubernetes.Interface, o Options) *Owners {
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Wall == nil {
+		o.Wall = time.Now
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -349,7 +355,7 @@ func holderOf(l *coordv1.Lease) (holder, url string) {
 // expired reports whether another replica's lease may be taken.
 func (w *Owners) expired(l *coordv1.Lease) bool {
 	d := leaseDuration(l, w.o.LeaseDuration)
-	if l.Spec.RenewTime != nil && time.Since(l.Spec.RenewTime.Time) > d+skewAllowance {
+	if l.Spec.RenewTime != nil && w.o.Wall().Sub(l.Spec.RenewTime.Time) > d+skewAllowance {
 		return true
 	}
 	w.mu.Lock()
@@ -387,7 +393,7 @@ func (w *Owners) take(ctx context.Context, k Key, name string, cur *coordv1.Leas
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	start := w.o.Now()
-	now := metav1.NewMicroTime(time.Now())
+	now := metav1.NewMicroTime(w.o.Wall())
 	secs := int32((w.o.LeaseDuration + time.Second - 1) / time.Second)
 	self := w.o.Self.Identity
 	var l *coordv1.Lease

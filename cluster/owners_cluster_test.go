@@ -36,10 +36,10 @@ type replicaUnderTest struct {
 	events chan string
 }
 
-func startReplica(t *testing.T, cs kubernetes.Interface, ns, id string) *replicaUnderTest {
+func startReplica(t *testing.T, cs kubernetes.Interface, ns, id string, more ...func(*Options)) *replicaUnderTest {
 	t.Helper()
 	r := &replicaUnderTest{events: make(chan string, 64)}
-	r.Owners = NewOwners(cs, Options{
+	o := Options{
 		Namespace: ns, Deployment: "t", Self: Peer{Identity: id, URL: "http://127.0.0.1:1/" + id},
 		LeaseDuration: testLease, RenewInterval: testRenew,
 		Now: func() time.Time { return time.Now().Add(time.Duration(r.clock.Load())) },
@@ -56,7 +56,11 @@ func startReplica(t *testing.T, cs kubernetes.Interface, ns, id string) *replica
 				r.events <- "lost: " + why
 			},
 		},
-	})
+	}
+	for _, f := range more {
+		f(&o)
+	}
+	r.Owners = NewOwners(cs, o)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	t.Cleanup(cancel)
@@ -266,5 +270,41 @@ func TestClusterDrainHandsOverAtOnce(t *testing.T) {
 	}
 	if peers := b.Peers(); len(peers) != 1 || peers[0].Identity != "b" {
 		t.Fatalf("after a drained, b sees peers %+v", peers)
+	}
+}
+
+// TestClusterClockSkewTolerated: replicas whose wall clocks are 10 s
+// behind and ahead of the others (20 s apart, within the 30 s allowance) neither take
+// a live owner's lease nor keep a dead one's: expiry is told by watching
+// the lease stay unchanged on each replica's own monotonic clock.
+func TestClusterClockSkewTolerated(t *testing.T) {
+	cs, ns := clustertest.Namespace(t, "sbx-skew")
+	skew := func(d time.Duration) func(*Options) {
+		return func(o *Options) { o.Wall = func() time.Time { return time.Now().Add(d) } }
+	}
+	a := startReplica(t, cs, ns, "a", skew(-10*time.Second))
+	b := startReplica(t, cs, ns, "b")
+	c := startReplica(t, cs, ns, "c", skew(10*time.Second))
+	k := Key{Tenant: "t", Conversation: "skewed"}
+	route, _ := waitLocal(t, a, k, 5*time.Second)
+	route.Done()
+	deadline := time.Now().Add(3 * testLease)
+	for time.Now().Before(deadline) {
+		for _, r := range []*replicaUnderTest{b, c} {
+			route, err := r.Resolve(resolveCtx(t), k, true)
+			if err == nil && route.Local {
+				t.Fatalf("%s took the lease of a live owner whose clock is 10 s off", r.o.Self.Identity)
+			}
+			if err == nil && route.Peer.Identity != "a" {
+				t.Fatalf("%s routes to %+v, want a", r.o.Self.Identity, route.Peer)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	a.stop()
+	route, took := waitLocal(t, c, k, 4*testLease)
+	route.Done()
+	if took < testLease/2 {
+		t.Fatalf("c, whose clock is ahead, took the dead owner's lease after %s, before its duration", took)
 	}
 }

@@ -61,7 +61,7 @@ func (w *Owners) renewOne(ctx context.Context, name string) {
 
 	start := w.o.Now()
 	next := cur.DeepCopy()
-	now := metav1.NewMicroTime(time.Now())
+	now := metav1.NewMicroTime(w.o.Wall())
 	next.Spec.RenewTime = &now
 	cctx, cancel := context.WithTimeout(ctx, w.o.RenewInterval)
 	l, err := w.cs.CoordinationV1().Leases(w.o.Namespace).Update(cctx, next, metav1.UpdateOptions{})
@@ -126,7 +126,7 @@ func (w *Owners) renewMember(ctx context.Context) error {
 	name := MemberLeaseName(w.o.Deployment, w.o.Self.Identity)
 	self := w.o.Self.Identity
 	secs := int32((w.o.LeaseDuration + time.Second - 1) / time.Second)
-	now := metav1.NewMicroTime(time.Now())
+	now := metav1.NewMicroTime(w.o.Wall())
 	leases := w.cs.CoordinationV1().Leases(w.o.Namespace)
 	w.mu.Lock()
 	cur := w.memberRV
