@@ -17,6 +17,7 @@ import linecache
 import os
 import signal
 import sys
+import textwrap
 import threading
 import tokenize
 import traceback
@@ -318,6 +319,9 @@ class Kernel:
     def execute(self, code):
         self.cell += 1
         filename = "<cell-%d>" % self.cell
+        # Code pasted from a function body or a docstring comes indented;
+        # a notebook runs it as written (IPython strips the common indent).
+        code = textwrap.dedent(code)
         try:
             try:
                 tree = ast.parse(code, filename, "exec")
@@ -392,6 +396,9 @@ def format_error(info, filename):
     """The traceback as a notebook shows it: the user's frames, not ours."""
     etype, value, tb = info
     te = traceback.TracebackException(etype, value, tb)
+    if issubclass(etype, SyntaxError) and value is not None and value.filename == filename:
+        # The cell did not parse: its line and caret, not the parser's frames.
+        return "".join(te.format_exception_only()).rstrip()
     te.stack = traceback.StackSummary.from_list(
         [f for f in te.stack if not f.filename.startswith(KERNEL_DIR + os.sep)])
     if not te.stack:

@@ -27,6 +27,7 @@ func suite(t *testing.T, b *box) {
 	}{
 		{"python/state_and_last_expression", pyState},
 		{"python/print_display_order", pyOrder},
+		{"python/indented_cell_and_syntax_error", pyIndented},
 		{"python/dataframe_table", pyDataFrame},
 		{"python/matplotlib_png", pyPlot},
 		{"python/magics", pyMagics},
@@ -92,6 +93,23 @@ func pyState(t *testing.T, b *box) {
 	b.fail("python", "1/0", "ZeroDivisionError", nil)
 	if got := b.ok("python", "x"); got != "41" {
 		t.Fatalf("state after an error: %q", got)
+	}
+}
+
+// pyIndented: a cell pasted from a function body runs as written, and a
+// cell that does not parse is told by its own line, not the parser's frames.
+func pyIndented(t *testing.T, b *box) {
+	if got := b.ok("python", "    a = 2\n    if a:\n        a += 1\n    a"); got != "3" {
+		t.Fatalf("an indented cell gave %q, want 3", got)
+	}
+	out := b.fail("python", "x = (1,", "SyntaxError", nil)
+	for _, internal := range []string{"ast.py", "kernel.py", "Traceback"} {
+		if strings.Contains(out, internal) {
+			t.Fatalf("a syntax error shows the kernel's internals (%s): %q", internal, out)
+		}
+	}
+	if !strings.Contains(out, "<cell-") {
+		t.Fatalf("a syntax error does not name the cell: %q", out)
 	}
 }
 
