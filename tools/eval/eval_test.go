@@ -469,9 +469,10 @@ func jsReset(t *testing.T, b *box) {
 }
 
 func pyCrash(t *testing.T, b *box) {
-	// Output of subprocesses and of C code lands in the cell, in order.
+	// Output of subprocesses and of C code lands in the cell, in order,
+	// stderr marked as such.
 	got := b.ok("python", "import os, subprocess\nprint('before')\nos.system('echo from-system')\nsubprocess.run(['sh', '-c', 'echo from-run >&2'])\nprint('after')")
-	if strings.Join(strings.Fields(got), " ") != "before from-system from-run after" {
+	if strings.Join(strings.Fields(got), " ") != "before from-system [stderr] from-run after" {
 		t.Fatalf("fd-level output out of order: %q", got)
 	}
 	msg := b.fail("python", "import ctypes\nctypes.string_at(0)", "kernel died: killed by signal SEGV", nil)

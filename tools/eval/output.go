@@ -9,7 +9,9 @@ import (
 )
 
 // output assembles a cell's output into content blocks in the order the
-// cell produced it: stream text is merged into text blocks, a display
+// cell produced it: stream text is merged into text blocks (stderr in
+// blocks of its own that start with stderrMark, so a reader tells it from
+// stdout), a display
 // becomes a text block (markdown when the object offers it) or an image
 // block. Each stream keeps its first half-cap bytes in place and its last
 // half-cap bytes at the end, with a note of what was cut between.
@@ -20,6 +22,7 @@ type output struct {
 
 	blocks  []tools.Block
 	text    strings.Builder // pending text, not yet a block
+	cur     string          // the stream the pending text is of
 	streams map[string]*capped
 	images  int
 	dropped int // images over maxImages
@@ -32,6 +35,21 @@ type capped struct {
 	tailCap  int
 	total    int64
 	cut      int64 // bytes dropped between head and tail
+}
+
+// stderrMark starts every block of stderr text.
+const stderrMark = "[stderr]\n"
+
+// switchTo makes the pending text name's: a change of stream ends the
+// block, and a stderr block starts with its mark.
+func (o *output) switchTo(name string) {
+	if o.cur != name {
+		o.flushText()
+		o.cur = name
+	}
+	if o.text.Len() == 0 && name == "stderr" {
+		o.text.WriteString(stderrMark)
+	}
 }
 
 func newOutput(streamCap, displayCap, maxImages int) *output {
@@ -57,7 +75,10 @@ func (o *output) stream(name, s string) {
 		for n < len(s) && n > 0 && s[n]&0xC0 == 0x80 {
 			n--
 		}
-		o.text.WriteString(s[:n])
+		if n > 0 {
+			o.switchTo(name)
+			o.text.WriteString(s[:n])
+		}
 		c.headLeft -= n
 		if n == len(s) {
 			return
@@ -119,6 +140,7 @@ func (o *output) finish() []tools.Block {
 		if c == nil || len(c.tail) == 0 {
 			continue
 		}
+		o.switchTo(name)
 		if c.cut > 0 {
 			fmt.Fprintf(&o.text, "\n[... %d bytes of %s omitted (%d in all; the first and last %d kept) ...]\n", c.cut, name, c.total, o.streamCap/2)
 		}

@@ -14,7 +14,7 @@ func TestOutputKeepsOrderAndCapsEachStream(t *testing.T) {
 	o.display(map[string]string{"text/plain": "<Figure 2>", "image/png": "iVBORw0KGgo="})
 	o.stream("stdout", strings.Repeat("x", 500)+"END")
 	bl := o.finish()
-	if bl[0].Text != "a\n" || bl[1].Text != "| md |" || bl[2].Text != "warn\n" || bl[3].Type != "image" {
+	if bl[0].Text != "a\n" || bl[1].Text != "| md |" || bl[2].Text != "[stderr]\nwarn\n" || bl[3].Type != "image" {
 		t.Fatalf("order or markdown preference lost: %+v", bl[:4])
 	}
 	tail := bl[4].Text
@@ -26,6 +26,24 @@ func TestOutputKeepsOrderAndCapsEachStream(t *testing.T) {
 	}
 	if last := bl[len(bl)-1].Text; !strings.Contains(last, "1 more images omitted") {
 		t.Fatalf("dropped image not reported: %q", last)
+	}
+}
+
+// stderr is told from stdout by blocks of its own, in the order written.
+func TestOutputMarksStderr(t *testing.T) {
+	o := newOutput(1000, 1000, 1)
+	o.stream("stdout", "one\n")
+	o.stream("stderr", "warning: two\n")
+	o.stream("stderr", "three\n")
+	o.stream("stdout", "four\n")
+	bl := o.finish()
+	var got []string
+	for _, b := range bl {
+		got = append(got, b.Text)
+	}
+	want := []string{"one\n", "[stderr]\nwarning: two\nthree\n", "four\n"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("blocks %q, want %q", got, want)
 	}
 }
 
