@@ -192,18 +192,25 @@ func (s *Server) checkAuth(h tenantHandler, runScoped bool) http.Handler {
 
 // authenticate returns the token's tenant and, for a run-scoped token, the
 // one run it may use ("" for a tenant token).
+// BearerToken is the token of r's "Authorization: Bearer <token>" header
+// (the scheme in any case), as every part of sandboxd that authenticates
+// reads it.
+func BearerToken(r *http.Request) (string, bool) {
+	scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	tok = strings.TrimSpace(tok)
+	return tok, strings.EqualFold(scheme, "Bearer") && tok != ""
+}
+
 func (s *Server) authenticate(r *http.Request) (tenant, scope string, err error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return "", "", errdefs.Unauthenticated("this endpoint needs a bearer token; send the header \"Authorization: Bearer <token>\" (with no tenants configured, sandboxd serve writes the admin token to DATA_DIR/token)")
 	}
-	scheme, tok, _ := strings.Cut(h, " ")
-	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+	tok, ok := BearerToken(r)
+	if !ok {
 		return "", "", errdefs.Unauthenticated("the Authorization header is not a bearer token; send \"Authorization: Bearer <token>\"")
 	}
-	tok = strings.TrimSpace(tok)
-	tenant, ok := s.auth.Authenticate(tok)
-	if ok {
+	if tenant, known := s.auth.Authenticate(tok); known {
 		return tenant, "", nil
 	}
 	if s.runTokens != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -179,9 +180,9 @@ func (rt *Router) byBody(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rt *Router) tenant(r *http.Request) (string, bool) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || tok == "" {
+	tok, ok := api.BearerToken(r)
+	if !ok {
 		return "", false
 	}
-	return rt.auth.Authenticate(strings.TrimSpace(tok))
+	return rt.auth.Authenticate(tok)
 }

@@ -101,6 +101,19 @@ func TestRouterForwardsToTheOwner(t *testing.T) {
 	if _, _, body := post(t, b.srv.URL+"/v1/runs", `{"conversation":"c1"}`); !strings.Contains(body, "served by sd-0") {
 		t.Fatalf("POST /v1/runs for a's conversation at b: %s", body)
 	}
+	// The scheme in another case is the same token to the API, and so to
+	// the router: the call still goes to the owner.
+	lower, _ := http.NewRequest("POST", b.srv.URL+"/v1/runs", strings.NewReader(`{"conversation":"c1"}`))
+	lower.Header.Set("Authorization", "bearer "+humanToken)
+	if resp, err := http.DefaultClient.Do(lower); err != nil {
+		t.Fatal(err)
+	} else {
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(got), "served by sd-0") {
+			t.Fatalf("POST /v1/runs with a lower-case bearer scheme at b: %s", got)
+		}
+	}
 	if _, _, body := post(t, b.srv.URL+"/v1/runs", `{"conversation":"c2"}`); !strings.Contains(body, "served by sd-1 forwarded=false") {
 		t.Fatalf("POST /v1/runs for a new conversation at b: %s", body)
 	}
