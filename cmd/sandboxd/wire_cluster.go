@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxd/sandboxd/cluster/runrecords"
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/sandbox/kubernetes"
 )
 
 // drainTimeout bounds the graceful hand-off on SIGTERM: leases whose calls
@@ -75,7 +76,7 @@ func newReplica(ctx context.Context, cfg *config.Config, backend sandbox.Backend
 	if err != nil {
 		return nil, fmt.Errorf("replication.peer_secret_file %s: %w", rc.PeerSecretFile, err)
 	}
-	ns := firstOf(rc.Namespace, os.Getenv("POD_NAMESPACE"), serviceAccountNamespace())
+	ns := firstOf(rc.Namespace, kubernetes.PodNamespace())
 	if ns == "" {
 		return nil, fmt.Errorf("replication.namespace is not set and sandboxd does not run in a pod (no POD_NAMESPACE); name the namespace of the leases")
 	}
@@ -251,13 +252,4 @@ func firstOf(vals ...string) string {
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
-}
-
-// serviceAccountNamespace is the pod's namespace as Kubernetes mounts it.
-func serviceAccountNamespace() string {
-	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }

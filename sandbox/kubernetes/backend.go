@@ -232,15 +232,29 @@ func New(opts ...Option) (*Backend, error) {
 // inClusterNamespaceFile holds the pod's own namespace when in a cluster.
 const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
+// PodNamespace is the namespace of the pod this process runs in, from
+// POD_NAMESPACE (the downward API) or the service account's mount; "" when
+// it runs in no pod.
+func PodNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	b, err := os.ReadFile(inClusterNamespaceFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // LoadConfig returns the client configuration and its namespace: the
 // kubeconfig file when one is named (or KUBECONFIG is set), else the
 // in-cluster configuration, else ~/.kube/config.
 func LoadConfig(kubeconfig, context string) (*rest.Config, string, error) {
 	if kubeconfig == "" && os.Getenv("KUBECONFIG") == "" {
 		if cfg, err := rest.InClusterConfig(); err == nil {
-			ns := "default"
-			if b, err := os.ReadFile(inClusterNamespaceFile); err == nil && strings.TrimSpace(string(b)) != "" {
-				ns = strings.TrimSpace(string(b))
+			ns := PodNamespace()
+			if ns == "" {
+				ns = "default"
 			}
 			return tuned(cfg), ns, nil
 		}
