@@ -5,11 +5,13 @@ The protocol is newline-delimited JSON. sandboxd writes requests on fd 3
 the kernel writes on fd 4: stream, display, tool_call and done messages, in
 the order the cell produced them. stdin is /dev/null; an interrupt is a
 SIGINT sent to this process, which raises KeyboardInterrupt in the cell and
-keeps the namespace. Only the standard library is used.
+keeps the namespace. Only the standard library is used; the sandboxd_*
+modules beside this file show objects (sandboxd_rich, sandboxd_chart), stand
+in for IPython where it is not installed (sandboxd_ipython), hook PIL's
+show() (sandboxd_hooks) and rewrite magics (sandboxd_magics).
 """
 
 import ast
-import base64
 import builtins
 import io
 import json
@@ -22,10 +24,11 @@ import threading
 import tokenize
 import traceback
 
+from sandboxd_rich import figure_bundle, figure_of, mime_bundle, patch_pil, reduce_bundle
+
 PROTO_IN = 3
 PROTO_OUT = 4
 STREAM_CHUNK = 8192
-DATAFRAME_ROWS = 60
 
 
 class Channel:
@@ -220,8 +223,17 @@ class Kernel:
         self.stdout = Stream(self, "stdout")
         self.stderr = Stream(self, "stderr")
         self.magics = None  # loaded with the first cell that needs a magic
+        self.shown_figures = set()  # ids of the figures the running cell displayed itself
         self.ns.update(display=self.display, tool=self.tool, ToolError=ToolError)
-        sys.modules["__sandboxd_kernel__"] = self  # the matplotlib backend finds us here
+        sys.modules["__sandboxd_kernel__"] = self  # the matplotlib backend and the IPython shim find us here
+
+    def load_magics(self):
+        if self.magics is None:
+            from sandboxd_magics import Magics
+
+            self.magics = Magics(self)
+            self.ns["__sandboxd__"] = self.magics
+        return self.magics
 
     # ---- output -------------------------------------------------------
 
@@ -239,6 +251,19 @@ class Kernel:
             bundle = mime_bundle(obj)
             if bundle:
                 self.send_bundle(bundle)
+            fig = figure_of(obj)
+            if fig is not None:
+                # Shown as it is now: the figure is not sent again after
+                # the cell unless it changes (stale) before then.
+                fig.stale = False
+                self.shown_figures.add(id(fig))
+
+    def display_bundle(self, raw):
+        """display(bundle, raw=True): a dict of mime type to data."""
+        plain = raw.get("text/plain")
+        bundle = reduce_bundle(raw, plain if isinstance(plain, str) else "", not plain)
+        if bundle:
+            self.send_bundle(bundle)
 
     def emit_figures(self):
         plt = sys.modules.get("matplotlib.pyplot")
@@ -246,16 +271,15 @@ class Kernel:
             return
         for num in list(plt.get_fignums()):
             fig = plt.figure(num)
-            buf = io.BytesIO()
+            if id(fig) in self.shown_figures and not fig.stale:
+                plt.close(fig)  # displayed in this cell already, and not changed since
+                continue
             try:
-                fig.savefig(buf, format="png", bbox_inches="tight")
+                bundle = figure_bundle(fig, "<Figure %s>" % num)
             except Exception as e:  # a broken figure must not lose the cell's other output
                 self.stderr.write("figure %s could not be drawn: %s\n" % (num, e))
             else:
-                self.send_bundle({
-                    "text/plain": "<Figure %s>" % num,
-                    "image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
-                })
+                self.send_bundle(bundle)
             plt.close(fig)
 
     # ---- tool bridge --------------------------------------------------
@@ -291,6 +315,19 @@ class Kernel:
         spare = os.dup(2)
         faulthandler.enable(os.fdopen(spare, "w", closefd=False))
         self.fds = FdCapture(self, spare)
+        import sandboxd_hooks
+        import sandboxd_ipython
+
+        sandboxd_ipython.install()
+        # Exported notebooks call get_ipython().run_line_magic(...) without
+        # importing it: in IPython it is a builtin.
+        self.ns["get_ipython"] = sandboxd_ipython.get_ipython
+        hooks = {"PIL.Image": lambda mod: patch_pil(mod, self)}
+        # A real IPython (installed in the image, or by %pip) has no shell
+        # here, and its display() would print reprs: it shows through ours.
+        for name in ("IPython.core.display_functions", "IPython.core.display"):
+            hooks[name] = sandboxd_ipython.adopt_display
+        sandboxd_hooks.install(hooks)
         sys.stdout, sys.stderr = self.stdout, self.stderr
         builtins.input = _no_input
         sys.stdin = NoStdin()
@@ -313,30 +350,22 @@ class Kernel:
                 self.flush_streams()
             except KeyboardInterrupt:
                 pass
-            self.chan.send({"type": "done", "id": msg.get("id"), "status": status, "error": error})
+            self.chan.send({"type": "done", "id": msg.get("id"), "status": status, "error": error,
+                            "execution_count": self.cell})
             self.chan.cell = None
 
     def execute(self, code):
         self.cell += 1
+        self.shown_figures.clear()
         filename = "<cell-%d>" % self.cell
         # Code pasted from a function body or a docstring comes indented;
         # a notebook runs it as written (IPython strips the common indent).
         code = textwrap.dedent(code)
+        # Tracebacks quote the cell as the user wrote it, magics and all:
+        # a rewritten magic keeps its line number.
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         try:
-            try:
-                tree = ast.parse(code, filename, "exec")
-            except SyntaxError:
-                if self.magics is None:
-                    from sandboxd_magics import Magics
-
-                    self.magics = Magics(self)
-                    self.ns["__sandboxd__"] = self.magics
-                rewritten = self.magics.rewrite(code)
-                if rewritten is None:
-                    raise
-                code = rewritten
-                tree = ast.parse(code, filename, "exec")
-            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+            tree = self.parse(code, filename)
             last = None
             if tree.body and isinstance(tree.body[-1], ast.Expr) and not ends_with_semicolon(code):
                 last = ast.Expression(tree.body.pop().value)
@@ -358,6 +387,25 @@ class Kernel:
             if isinstance(info[1], SystemExit):
                 return "error", "SystemExit(%r): the kernel keeps running; use reset to restart it" % (info[1].code,)
             return "error", format_error(info, filename)
+
+    def parse(self, code, filename):
+        """The cell's syntax tree; a cell that is not Python is tried once
+        more with its magics rewritten (the user's SyntaxError stands when
+        it has none)."""
+        try:
+            return ast.parse(code, filename, "exec")
+        except SyntaxError as e:
+            err = e
+        rewritten = self.load_magics().rewrite(code)
+        if rewritten is None:
+            raise err.with_traceback(None)
+        try:
+            return ast.parse(rewritten, filename, "exec")
+        except SyntaxError as e:
+            lines = code.splitlines()
+            if e.lineno and 0 < e.lineno <= len(lines) and lines[e.lineno - 1] != (e.text or "").rstrip("\n"):
+                e.text, e.offset, e.end_offset = lines[e.lineno - 1] + "\n", None, None  # the user's line, not ours
+            raise e.with_traceback(None)
 
     def emit_figures_quietly(self):
         try:
@@ -390,96 +438,43 @@ def ends_with_semicolon(code):
 
 
 KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
+# Frames of the machinery that runs a cell, never the user's: the kernel's
+# own files, and the parser and import plumbing it goes through.
+_STDLIB_PLUMBING = {"ast.py", "codeop.py", "runpy.py", "linecache.py"}
+
+
+def _internal_frame(frame):
+    name = frame.filename
+    if name.startswith(KERNEL_DIR + os.sep) or name.startswith("<frozen importlib"):
+        return True
+    return os.path.basename(name) in _STDLIB_PLUMBING and os.path.dirname(name) == os.path.dirname(ast.__file__)
 
 
 def format_error(info, filename):
-    """The traceback as a notebook shows it: the user's frames, not ours."""
+    """The traceback as a notebook shows it: the user's frames and words,
+    not the kernel's."""
     etype, value, tb = info
+    if value is not None and getattr(type(value), "sandboxd_user_error", False):
+        # A magic's own failure (%pip, %%bash): its sentence says it all.
+        return str(value)
     te = traceback.TracebackException(etype, value, tb)
     if issubclass(etype, SyntaxError) and value is not None and value.filename == filename:
         # The cell did not parse: its line and caret, not the parser's frames.
         return "".join(te.format_exception_only()).rstrip()
-    te.stack = traceback.StackSummary.from_list(
-        [f for f in te.stack if not f.filename.startswith(KERNEL_DIR + os.sep)])
-    if not te.stack:
+    _strip(te, set())
+    if not te.stack and te.__cause__ is None and (te.__context__ is None or te.__suppress_context__):
         return "".join(te.format_exception_only()).rstrip()
     return "".join(te.format()).rstrip()
 
 
-def mime_bundle(obj):
-    """A MIME bundle for obj, the way a notebook would show it."""
-    bundle = {}
-    df = dataframe_text(obj)
-    if df is not None:
-        return df
-    for attr, mime in (("_repr_png_", "image/png"), ("_repr_jpeg_", "image/jpeg")):
-        fn = getattr(obj, attr, None)
-        if callable(fn) and not isinstance(obj, type):
-            try:
-                data = fn()
-            except Exception:
-                data = None
-            if isinstance(data, tuple):
-                data = data[0]
-            if isinstance(data, str):
-                data = data.encode("latin-1", "replace")
-            if data:
-                bundle[mime] = base64.b64encode(data).decode("ascii")
-    fn = getattr(obj, "_repr_markdown_", None)
-    if callable(fn) and not isinstance(obj, type):
-        try:
-            md = fn()
-        except Exception:
-            md = None
-        if isinstance(md, tuple):
-            md = md[0]
-        if md:
-            bundle["text/markdown"] = md
-    fig_type = _figure_type()
-    if fig_type is not None and isinstance(obj, fig_type):
-        buf = io.BytesIO()
-        obj.savefig(buf, format="png", bbox_inches="tight")
-        bundle["image/png"] = base64.b64encode(buf.getvalue()).decode("ascii")
-    try:
-        bundle["text/plain"] = repr(obj)
-    except Exception as e:
-        bundle["text/plain"] = "<%s object: repr failed: %s>" % (type(obj).__name__, e)
-    return bundle
-
-
-def _figure_type():
-    fig = sys.modules.get("matplotlib.figure")
-    return getattr(fig, "Figure", None) if fig else None
-
-
-def dataframe_text(obj):
-    pd = sys.modules.get("pandas")
-    if pd is None:
-        return None
-    if isinstance(obj, pd.Series):
-        obj = obj.to_frame()
-    if not isinstance(obj, pd.DataFrame):
-        return None
-    rows = len(obj)
-    shown = obj if rows <= DATAFRAME_ROWS else obj.head(DATAFRAME_ROWS)
-    note = "" if rows <= DATAFRAME_ROWS else "\n\n[%d rows x %d columns; first %d shown]" % (rows, obj.shape[1], DATAFRAME_ROWS)
-    bundle = {"text/plain": shown.to_string() + note}
-    try:
-        bundle["text/markdown"] = shown.to_markdown() + note
-    except ImportError:  # no tabulate: a plain markdown table of our own
-        bundle["text/markdown"] = markdown_table(shown) + note
-    return bundle
-
-
-def markdown_table(df):
-    def cell(v):
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    names = [cell(df.index.name or "")] + [cell(c) for c in df.columns]
-    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-    for idx, row in zip(df.index, df.itertuples(index=False, name=None)):
-        lines.append("| " + " | ".join([cell(idx)] + [cell(v) for v in row]) + " |")
-    return "\n".join(lines)
+def _strip(te, seen):
+    """Drops the kernel's frames from te and the exceptions chained to it."""
+    if te is None or id(te) in seen:
+        return
+    seen.add(id(te))
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if not _internal_frame(f)])
+    _strip(te.__cause__, seen)
+    _strip(te.__context__, seen)
 
 
 def main():

@@ -21,7 +21,10 @@ _SHELL = re.compile(r"^(\s*)!(.*)$")
 
 
 class MagicError(Exception):
-    pass
+    """A magic failed as the user would put it: the kernel shows the message
+    alone, without a traceback or this class's name."""
+
+    sandboxd_user_error = True
 
 
 class Magics:
@@ -120,7 +123,7 @@ class Magics:
     def bash(self, body):
         code, _ = self._run(body)
         if code != 0:
-            raise MagicError("the %%%%bash cell exited with status %d" % code)
+            raise MagicError("%%%%bash: the cell exited with status %d" % code)
 
     def cd(self, path):
         path = os.path.expanduser(path.strip().strip("'\"") or "~")
@@ -147,7 +150,7 @@ class Magics:
         append = "-a" in parts or "--append" in parts
         names = [p for p in parts if not p.startswith("-")]
         if len(names) != 1:
-            raise MagicError("%%writefile needs one file name, such as %%writefile script.py")
+            raise MagicError("%%writefile: give one file name, such as %%writefile script.py")
         with open(names[0], "a" if append else "w") as f:
             f.write(body if body.endswith("\n") else body + "\n")
         print("%s %s" % ("Appending to" if append else "Writing", names[0]))
@@ -200,7 +203,9 @@ class Magics:
         if purged:
             print("(reloaded on next import: %s)" % ", ".join(sorted(purged)))
         if proc.returncode != 0:
-            raise MagicError("pip exited with status %d; see its output above" % proc.returncode)
+            words = _split(args)
+            what = "%pip " + words[0] if words else "%pip"
+            raise MagicError("%s failed: pip exited with status %d; see its output above" % (what, proc.returncode))
 
 
 def _fmt(seconds):
