@@ -18,6 +18,7 @@ const vm = require('vm');
 const inspector = require('inspector');
 const Module = require('module');
 const { pathToFileURL } = require('url');
+const imports = require('./imports.js');
 
 const PROTO_IN = 3;
 const PROTO_OUT = 4;
@@ -128,26 +129,34 @@ globalThis.input = globalThis.prompt = () => {
 // dynamic imports are routed through this module, resolved from the workdir.
 const importBase = pathToFileURL(path.join(workdir, '<eval>')).href;
 Object.defineProperty(globalThis, '__sandboxd_import', {
-  value: (spec) => {
+  value: (spec, options) => {
     if (typeof spec === 'string' && (spec.startsWith('./') || spec.startsWith('../') || spec.startsWith('/'))) {
       spec = new URL(spec, importBase).href;
+    } else if (typeof spec === 'string' && Module.builtinModules.includes(spec)) {
+      spec = 'node:' + spec;
     } else if (typeof spec === 'string' && !spec.includes(':')) {
       try {
         spec = pathToFileURL(userRequire.resolve(spec)).href;
-      } catch (_) { /* a builtin or unresolvable: let import() say so */ }
+      } catch (e) {
+        if (e && e.code === 'MODULE_NOT_FOUND') {
+          // import() would name the kernel's own folder; say where we looked.
+          const err = new Error(`Cannot find package '${spec}' from ${workdir}: install it there (npm install ${spec.split('/').slice(0, spec.startsWith('@') ? 2 : 1).join('/')}) or give a path`);
+          err.code = 'ERR_MODULE_NOT_FOUND';
+          return Promise.reject(err);
+        }
+        // Anything else (an ESM-only package's exports): let import() try.
+      }
     }
-    return import(spec);
+    return options === undefined ? import(spec) : import(spec, options);
   },
 });
-
-function rewriteImports(code) {
-  return code.replace(/(^|[^\w$.])import\s*\(/g, '$1__sandboxd_import(');
-}
 
 const session = new inspector.Session();
 session.connect();
 
-let current = null; // the running cell: {id, finished}
+let current = null; // the running cell: {id, count, finished}
+// Cells run by this kernel, failed ones included (IPython's execution_count).
+let executionCount = 0;
 const goScript = new vm.Script('__sandboxd_go()', { filename: 'sandboxd-eval' });
 
 function finish(cell, status, error) {
@@ -155,7 +164,7 @@ function finish(cell, status, error) {
   cell.finished = true;
   flushStreams();
   if (current === cell) current = null;
-  send({ type: 'done', id: cell.id, status, error: error || null });
+  send({ type: 'done', id: cell.id, status, error: error || null, execution_count: cell.count });
 }
 
 function format(result, cell) {
@@ -180,10 +189,19 @@ function format(result, cell) {
 
 // cleanStack drops the kernel's own frames (everything from the inspector
 // call down) from an error's stack.
+// Frames of node's own machinery and of this kernel's files are dropped
+// too: the user's frames and words are what a notebook shows.
 function cleanStack(text) {
   const lines = String(text).split('\n');
   const cut = lines.findIndex((l) => /^\s+at (Session\.post|.*__sandboxd_go) /.test(l));
-  return (cut > 0 ? lines.slice(0, cut) : lines).join('\n');
+  const kept = (cut > 0 ? lines.slice(0, cut) : lines).filter((l) => !internalFrame(l));
+  // "imported from <this file>": the import was the cell's.
+  return kept.join('\n').split(__filename).join(path.join(workdir, '<eval>'));
+}
+
+function internalFrame(line) {
+  if (!/^\s+at /.test(line)) return false;
+  return /\(?node:internal\//.test(line) || line.includes(__dirname + path.sep) || /__sandboxd_(import|go)/.test(line);
 }
 
 function errorText(details) {
@@ -197,10 +215,10 @@ function errorText(details) {
 }
 
 function execute(msg) {
-  const cell = { id: msg.id, finished: false };
+  const cell = { id: msg.id, count: ++executionCount, finished: false };
   current = cell;
   const params = {
-    expression: rewriteImports(msg.code || ''),
+    expression: imports.rewrite(msg.code || ''),
     replMode: true,
     awaitPromise: true,
     generatePreview: false,
