@@ -49,6 +49,11 @@ type Block struct {
 type Result struct {
 	Content []Block `json:"content"`
 	IsError bool    `json:"is_error"`
+	// ExecutionCount is eval's number of the cell in its kernel (1 for the
+	// first cell after a start or reset, failed cells counted, as IPython
+	// counts), so a transcript can number cells; 0 from other tools and
+	// where no cell ran.
+	ExecutionCount int `json:"execution_count,omitempty"`
 
 	// cause is the error an is_error result was made from (ErrorFrom),
 	// never sent: its class tells the call's outcome, a model's mistake
