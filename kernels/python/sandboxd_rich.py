@@ -10,6 +10,7 @@ has imported them.
 import base64
 import io
 import json
+import re
 import sys
 
 DATAFRAME_ROWS = 60
@@ -139,8 +140,14 @@ def _plain(obj):
         return "<%s object: repr failed: %s>" % (type(obj).__name__, e)
 
 
+# What object.__repr__ and IPython's display objects say: nothing about the value.
+_DEFAULT_REPR = re.compile(r"^<[\w.]+ object( at 0x[0-9a-fA-F]+)?>$")
+
+
 def _default_repr(obj):
-    return type(obj).__repr__ is object.__repr__
+    if type(obj).__repr__ is object.__repr__:
+        return True
+    return bool(_DEFAULT_REPR.match(_plain(obj)))
 
 
 def _is_base64(s):

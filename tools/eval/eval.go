@@ -268,12 +268,16 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 
 	out := newOutput(t.cfg.streamCap, t.cfg.displayCap, t.cfg.maxImages)
 	run := k.execute(ctx, a.Code, budget, t.cfg.grace, out, t.bridge(env))
+	if run.count > 0 {
+		// Numbered as a notebook numbers its cells: "[3] load the data".
+		head[0].Text = fmt.Sprintf("[%d] %s", run.count, a.Description)
+	}
 	blocks := append(head, out.finish()...)
 	note := func(isErr bool, text string) (tools.Result, error) {
 		if text != "" {
 			blocks = append(blocks, tools.Block{Type: "text", Text: text})
 		}
-		return tools.Result{Content: blocks, IsError: isErr}, nil
+		return tools.Result{Content: blocks, IsError: isErr, ExecutionCount: run.count}, nil
 	}
 	switch run.end {
 	case endDone:

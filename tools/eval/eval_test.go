@@ -40,6 +40,12 @@ func suite(t *testing.T, b *box) {
 		{"python/crash_reports_last_output", pyCrash},
 		{"python/reset", pyReset},
 		{"python/output_capped", func(t *testing.T, b *box) { capped(t, b, "python", `print("x" * 1_000_000); print("END")`) }},
+		{"python/ipython_display", pyIPythonDisplay},
+		{"python/repr_methods", pyReprs},
+		{"python/pil_images", pyPIL},
+		{"python/tracebacks_user_frames_only", pyTracebacks},
+		{"python/execution_count", func(t *testing.T, b *box) { execCount(t, b, "python") }},
+		{"python/chart_as_data", pyChartData},
 		{"python/reconnect_keeps_state", func(t *testing.T, b *box) { reconnect(t, b, "python", "kept = 'still here'", "kept") }},
 		{"javascript/state_redeclare_await", jsState},
 		{"javascript/print_display_order", jsOrder},
@@ -51,6 +57,9 @@ func suite(t *testing.T, b *box) {
 		{"javascript/output_capped", func(t *testing.T, b *box) {
 			capped(t, b, "javascript", `console.log("x".repeat(1000000)); console.log("END")`)
 		}},
+		{"javascript/static_imports", jsStaticImports},
+		{"javascript/tracebacks_user_frames_only", jsTracebacks},
+		{"javascript/execution_count", func(t *testing.T, b *box) { execCount(t, b, "javascript") }},
 		{"javascript/reconnect_keeps_state", func(t *testing.T, b *box) { reconnect(t, b, "javascript", "let kept = 'still here'", "kept") }},
 	}
 	for _, c := range cases {
@@ -125,7 +134,7 @@ func pyOrder(t *testing.T, b *box) {
 	if strings.Join(got, "|") != "one|{'two': 2}|three|'four'" {
 		t.Fatalf("blocks in order %q", got)
 	}
-	if r.Content[0].Text != "test cell for the eval suite" {
+	if r.Content[0].Text != "[1] test cell for the eval suite" {
 		t.Fatalf("first block %q is not the description", r.Content[0].Text)
 	}
 }
@@ -177,9 +186,9 @@ func pyPlot(t *testing.T, b *box) {
 	if text(r) != "0" || len(r.Content) != 2 {
 		t.Fatalf("figures left open: %+v", r.Content)
 	}
-	// show() emits at once.
+	// show() emits at once (the image, then its chart text).
 	r = b.evalIn(b.env, "python", "plt.plot([1, 2]); plt.show(); print('after')", nil)
-	if len(r.Content) != 3 || r.Content[1].Type != "image" || !strings.Contains(r.Content[2].Text, "after") {
+	if len(r.Content) != 4 || r.Content[1].Type != "image" || !strings.HasPrefix(r.Content[2].Text, "[chart]") || !strings.Contains(r.Content[3].Text, "after") {
 		t.Fatalf("show(): %+v", r.Content)
 	}
 }

@@ -36,6 +36,9 @@ type message struct {
 	// done
 	Status string `json:"status,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// ExecutionCount is the kernel's count of cells run, this one included
+	// (0 from an older kernel).
+	ExecutionCount int `json:"execution_count,omitempty"`
 	// hello
 	Language string `json:"language,omitempty"`
 	Version  string `json:"version,omitempty"`
@@ -260,6 +263,7 @@ type cellRun struct {
 	end     cellEnd
 	status  string // the kernel's status when end is endDone or endInterrupted
 	errText string
+	count   int // the kernel's execution_count of the cell (0 when it did not answer)
 	out     *output
 	elapsed time.Duration
 	budget  time.Duration
@@ -347,7 +351,7 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 						out.stream("stdout", string(fd))
 					}
 				}
-				res.status, res.errText = m.Status, m.Error
+				res.status, res.errText, res.count = m.Status, m.Error, m.ExecutionCount
 				res.end = endDone
 				if interrupted {
 					res.end = endInterrupted

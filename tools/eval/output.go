@@ -100,16 +100,24 @@ func (o *output) flushText() {
 	}
 }
 
+// chartMime is the kernel's text account of a chart (titles, axes, series),
+// sent beside its PNG: it becomes a text block after the image, and stays
+// when the image is over the cap, for a reader that cannot see images.
+const chartMime = "text/x-sandboxd-chart"
+
 func (o *output) display(data map[string]string) {
 	for _, mime := range []string{"image/png", "image/jpeg"} {
 		if b64, ok := data[mime]; ok && validBase64(b64) {
+			o.flushText()
 			if o.images >= o.maxImages {
 				o.dropped++
-				return
+			} else {
+				o.images++
+				o.blocks = append(o.blocks, tools.Block{Type: "image", MimeType: mime, Data: b64})
 			}
-			o.flushText()
-			o.images++
-			o.blocks = append(o.blocks, tools.Block{Type: "image", MimeType: mime, Data: b64})
+			if chart := strings.TrimSpace(data[chartMime]); chart != "" {
+				o.blocks = append(o.blocks, tools.Block{Type: "text", Text: o.capDisplay(chart)})
+			}
 			return
 		}
 	}
@@ -120,12 +128,17 @@ func (o *output) display(data map[string]string) {
 	if text == "" {
 		return
 	}
-	if len(text) > o.displayCap {
-		half := o.displayCap / 2
-		text = fmt.Sprintf("%s\n[... %d bytes of this output omitted ...]\n%s", text[:half], len(text)-2*half, text[len(text)-half:])
-	}
 	o.flushText()
-	o.blocks = append(o.blocks, tools.Block{Type: "text", Text: strings.TrimRight(text, "\n")})
+	o.blocks = append(o.blocks, tools.Block{Type: "text", Text: strings.TrimRight(o.capDisplay(text), "\n")})
+}
+
+// capDisplay keeps the head and tail of a display's text over displayCap.
+func (o *output) capDisplay(text string) string {
+	if len(text) <= o.displayCap {
+		return text
+	}
+	half := o.displayCap / 2
+	return fmt.Sprintf("%s\n[... %d bytes of this output omitted ...]\n%s", text[:half], len(text)-2*half, text[len(text)-half:])
 }
 
 func validBase64(s string) bool {

@@ -61,3 +61,21 @@ func TestOutputCutsOnRuneBoundaries(t *testing.T) {
 		}
 	}
 }
+
+// A chart's text comes right after its image, and stays when the image is
+// over the cap (a reader without vision still learns what it showed).
+func TestOutputChartTextBesideImage(t *testing.T) {
+	o := newOutput(1000, 1000, 1)
+	o.display(map[string]string{"text/plain": "<Figure 1>", "image/png": "iVBORw0KGgo=", chartMime: "[chart]\naxes: \"one\""})
+	o.display(map[string]string{"text/plain": "<Figure 2>", "image/png": "iVBORw0KGgo=", chartMime: "[chart]\naxes: \"two\""})
+	o.display(map[string]string{"text/plain": "<Figure 3>", "image/png": "iVBORw0KGgo="})
+	bl := o.finish()
+	var got []string
+	for _, b := range bl {
+		got = append(got, b.Type+":"+b.Text)
+	}
+	want := []string{"image:", "text:[chart]\naxes: \"one\"", "text:[chart]\naxes: \"two\"", "text:[2 more images omitted; show fewer figures per cell]"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("blocks %q, want %q", got, want)
+	}
+}
