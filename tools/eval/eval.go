@@ -156,8 +156,8 @@ func Languages() []string { return []string{"python", "javascript"} }
 func (t *Tool) Kernels() map[string]int { return t.pool.live() }
 
 const description = `Run Python (default) or JavaScript in a persistent kernel, like a notebook cell: variables, imports and loaded data survive between calls of this conversation.
-- The last expression is shown (Python: not when the cell ends with ';'); display(obj) shows more. A pandas DataFrame comes back as a table; every open matplotlib figure comes back as a PNG image after the cell.
-- IPython idioms work in Python: %pip install (the next import sees the new package), !cmd, x = !cmd, %cd, %%bash, %%timeit, %time, %env, %%writefile.
+- The last expression is shown (Python: not when the cell ends with ';'); display(obj) shows more. A pandas DataFrame comes back as a table; every open matplotlib figure comes back as a PNG image after the cell, with its titles, axes and series as text; PIL images come back as PNG.
+- IPython idioms work in Python: %pip install (the next import sees the new package), !cmd, x = !cmd, %cd, %%bash, %%timeit, %time, %env, %%writefile, from IPython.display import display, Markdown, HTML, Image. JavaScript cells may use static import statements.
 - tool(name, args) calls this run's other tools from inside a cell, e.g. text = tool("read", {"path": "src/app.py"}) (JavaScript: await tool(...)); it raises ToolError with the tool's message on failure. Levels and approvals apply as to your own calls.
 - timeout_s is an idle budget (default 300 s) not counting time spent in tool() calls; when it runs out the cell is interrupted and the variables are kept.
 - input() fails: there is no stdin. Output is capped (head and tail kept). A kernel that died is reported on the next call and the cell is not re-run; reset: true starts a clean kernel.
