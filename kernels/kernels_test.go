@@ -7,8 +7,9 @@ import (
 
 func TestPrograms(t *testing.T) {
 	for lang, want := range map[string][]string{
-		"python":     {"kernel.py", "sandboxd_magics.py", "sandboxd_mpl.py"},
-		"javascript": {"kernel.js"},
+		"python": {"kernel.py", "sandboxd_magics.py", "sandboxd_mpl.py", "sandboxd_ipython.py", "sandboxd_rich.py",
+			"sandboxd_chart.py", "sandboxd_hooks.py"},
+		"javascript": {"kernel.js", "imports.js"},
 	} {
 		p, err := Get(lang)
 		if err != nil {

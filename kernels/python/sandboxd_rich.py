@@ -53,7 +53,8 @@ def mime_bundle(obj):
             data = _call_repr(obj, attr)
             if data is not None:
                 raw[mime] = data
-    return reduce_bundle(raw, _plain(obj), _default_repr(obj))
+    plain = _plain(obj)
+    return reduce_bundle(raw, plain, _default_repr(obj, plain))
 
 
 def reduce_bundle(raw, plain, plain_is_default):
@@ -144,10 +145,8 @@ def _plain(obj):
 _DEFAULT_REPR = re.compile(r"^<[\w.]+ object( at 0x[0-9a-fA-F]+)?>$")
 
 
-def _default_repr(obj):
-    if type(obj).__repr__ is object.__repr__:
-        return True
-    return bool(_DEFAULT_REPR.match(_plain(obj)))
+def _default_repr(obj, plain):
+    return type(obj).__repr__ is object.__repr__ or bool(_DEFAULT_REPR.match(plain))
 
 
 def _is_base64(s):
