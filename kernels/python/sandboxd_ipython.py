@@ -410,7 +410,9 @@ _DISPLAY_NAMES = [
 
 # module name -> (is a package, {attribute: source name in this module})
 _MODULES = {
-    "IPython": (True, dict({n: n for n in ("display", "get_ipython", "InteractiveShell")},
+    # IPython.display is the module, as in IPython: `from IPython import
+    # display; display.clear_output(); display.display(x)` is common.
+    "IPython": (True, dict({n: n for n in ("get_ipython", "InteractiveShell")},
                            __version__="__version__", version_info="version_info")),
     "IPython.display": (False, {n: n for n in _DISPLAY_NAMES}),
     "IPython.core": (True, {}),
@@ -446,12 +448,29 @@ class ShimFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if module.__name__ == "IPython.core.pylabtools":
             module.backend2gui = {}
         module.__sandboxd_shim__ = True
+        if module.__name__ == "IPython":
+            # `import IPython; IPython.display.display(x)` works in IPython.
+            import importlib
+
+            module.display = importlib.import_module("IPython.display")
+
+
+# Reprs and tracebacks name the classes where IPython has them.
+for _name in _DISPLAY_NAMES:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = "IPython.core.display"
+InteractiveShell.__module__ = "IPython.core.interactiveshell"
 
 
 def adopt_display(module):
-    """Points a real IPython module's display() at the kernel's."""
-    if getattr(module, "display", None) is not None and not getattr(module, "__sandboxd_shim__", False):
-        module.display = display
+    """Points a real IPython module's display() at the kernel's, and makes
+    its clear_output() a no-op (it would print terminal escapes)."""
+    if getattr(module, "__sandboxd_shim__", False):
+        return
+    for name, fn in (("display", display), ("clear_output", clear_output), ("update_display", update_display)):
+        if getattr(module, name, None) is not None:
+            setattr(module, name, fn)
 
 
 def install():

@@ -86,6 +86,17 @@ func pyIPythonDisplay(t *testing.T, b *box) {
 		t.Fatalf("Image(filename=...): %+v", r)
 	}
 	b.ok("python", "from IPython.display import clear_output\nclear_output(wait=True)")
+	// IPython.display is a module, as older notebooks use it.
+	if got := b.ok("python", "from IPython import display\ndisplay.clear_output(wait=True)\ndisplay.display(display.Markdown('*m*'))"); got != "*m*" {
+		t.Fatalf("display.display(display.Markdown(...)) showed %q", got)
+	}
+	if b.scientific {
+		// matplotlib asks get_ipython() for its event hooks once IPython is imported.
+		r := b.evalIn(b.env, "python", "import IPython\nimport matplotlib.pyplot as plt\nplt.ion()\nplt.plot([1, 2])\nplt.show()", nil)
+		if r.IsError || len(images(r)) != 1 {
+			t.Fatalf("pyplot after IPython: %+v", r)
+		}
+	}
 	// get_ipython() as exported notebooks call it (a builtin in IPython).
 	want(t, b.ok("python", "get_ipython().run_line_magic('env', 'NB_GREETING=hello')\nimport os\nos.environ['NB_GREETING']"), "'hello'")
 	want(t, b.ok("python", "get_ipython().system('echo from-system')"), "from-system")
