@@ -204,11 +204,19 @@ function internalFrame(line) {
   return /\(?node:internal\//.test(line) || line.includes(__dirname + path.sep) || /__sandboxd_(import|go)/.test(line);
 }
 
-function errorText(details) {
+function errorText(details, code) {
   if (!details) return 'Error';
   const ex = details.exception;
   if (ex) {
-    if (ex.description) return cleanStack(ex.description);
+    if (ex.description) {
+      const text = cleanStack(ex.description);
+      // A cell that does not parse has no frames: say where, with its line.
+      if (ex.className === 'SyntaxError' && !/\n\s+at /.test(text) && typeof details.lineNumber === 'number') {
+        const line = String(code).split('\n')[details.lineNumber];
+        if (line !== undefined) return `${text}\n  at line ${details.lineNumber + 1}: ${line.trim()}`;
+      }
+      return text;
+    }
     if ('value' in ex) return 'Uncaught ' + util.inspect(ex.value);
   }
   return details.text || 'Error';
@@ -228,7 +236,7 @@ function execute(msg) {
     session.post('Runtime.evaluate', params, (err, r) => {
       if (cell.finished) return;
       if (err) return finish(cell, 'error', String(err.message || err));
-      if (r.exceptionDetails) return finish(cell, 'error', errorText(r.exceptionDetails));
+      if (r.exceptionDetails) return finish(cell, 'error', errorText(r.exceptionDetails, msg.code));
       const text = format(r.result, cell);
       if (text != null) display(text, 'text/plain');
       finish(cell, 'ok');

@@ -99,15 +99,32 @@ def _bars(ax, container):
     horizontal = getattr(container, "orientation", "vertical") == "horizontal"
     cats = _categories(ax, "y" if horizontal else "x")
     items = []
+    # Bars side by side with no gap are a histogram's bins: told by range.
+    binned = not cats and len(patches) > 1 and all(
+        abs(_start(a, horizontal) + _extent(a, horizontal) - _start(b, horizontal)) < 1e-9 * max(1.0, abs(_extent(a, horizontal)))
+        for a, b in zip(patches, patches[1:]))
     for p in patches[:MAX_BARS]:
-        if horizontal:
-            pos, val = p.get_y() + p.get_height() / 2, p.get_width()
+        start, extent = _start(p, horizontal), _extent(p, horizontal)
+        val = p.get_width() if horizontal else p.get_height()
+        if binned:
+            where = "[%s, %s)" % (_n(start), _n(start + extent))
         else:
-            pos, val = p.get_x() + p.get_width() / 2, p.get_height()
-        items.append("%s=%s" % (_category_at(cats, pos) or _n(pos), _n(val)))
+            where = _category_at(cats, start + extent / 2) or _n(start + extent / 2)
+        items.append("%s=%s" % (where, _n(val)))
     more = " (%d more)" % (len(patches) - MAX_BARS) if len(patches) > MAX_BARS else ""
     kind = "bars (horizontal)" if horizontal else "bars"
-    return "%s, %d bars: %s%s" % (_label(container, kind), len(patches), ", ".join(items), more)
+    named = container
+    if (container.get_label() or "_").startswith("_") and patches:
+        named = patches[0]  # hist() puts its label on the first bar
+    return "%s, %d bars: %s%s" % (_label(named, kind), len(patches), ", ".join(items), more)
+
+
+def _start(p, horizontal):
+    return p.get_y() if horizontal else p.get_x()
+
+
+def _extent(p, horizontal):
+    return p.get_height() if horizontal else p.get_width()
 
 
 def _collection(coll):

@@ -241,6 +241,8 @@ func pyChartData(t *testing.T, b *box) {
 		t.Fatalf("a 100-point series is not capped: %q", charts[0])
 	}
 	want(t, charts[1], `bars "temp", 2 bars: oslo=3, rome=18`)
+	// A histogram's bars are told by their bins.
+	want(t, b.ok("python", "plt.hist([1, 2, 2, 3, 3, 3], bins=3, label='h'); None"), `bars "h", 3 bars: [1, 1.667)=1, [1.667, 2.333)=2, [2.333, 3)=3`)
 	// The figure shown as the last expression is not sent twice.
 	r = b.evalIn(b.env, "python", "fig, ax = plt.subplots()\nax.plot([1, 2])\nfig", nil)
 	if n := len(images(r)); n != 1 {
@@ -287,6 +289,8 @@ func jsTracebacks(t *testing.T, b *box) {
 	noInternals(t, msg)
 	msg = b.fail("javascript", "async function later() { await null; throw new RangeError('deep') }\nawait later()", "RangeError: deep", nil)
 	noInternals(t, msg)
+	// A cell that does not parse says where.
+	b.fail("javascript", "let a = 1\nfoo bar", "at line 2: foo bar", nil)
 	msg = b.fail("javascript", "require('nonexistent-pkg-abc')", "Cannot find module 'nonexistent-pkg-abc'", nil)
 	noInternals(t, msg)
 }
