@@ -188,11 +188,11 @@ func (m *matcher) seq(gs []int32, first, tc int32) bool {
 		if v, ok := m.multi(gs[g]); ok {
 			g++
 			at := m.posAt(tc)
-			skipped := 0
+			from := g
 			for g < len(gs) && m.trivial(gs[g]) {
 				g++
-				skipped++
 			}
+			skipped := gs[from:g]
 			var run []int32
 			if g == len(gs) {
 				for c := tc; c >= 0; c = m.sib(c) {
@@ -279,17 +279,23 @@ func (m *matcher) posAt(i int32) uint32 {
 	return m.t.nodes[i].start
 }
 
-// bindRun binds a $$$ run, leaving out the last skipped nodes: the
-// punctuation after a run that the pattern's own punctuation stands for.
+// bindRun binds a $$$ run, leaving out the punctuation at its end that the
+// pattern's own punctuation after the run (skipped) stands for: the
+// run's last nodes that are, from the end, of the kinds of those pattern
+// nodes (`do $$$B; done` against a body without `;` keeps its last
+// command).
 // Comments right before the run's first node and right after its last are
 // part of the run (first is the raw first sibling of the list): a rewrite
 // of `{ $$$BODY }` keeps the comment that opens or closes the body, as
 // ast-grep does.
-func (m *matcher) bindRun(v metaVar, first int32, run []int32, skipped int, at uint32) bool {
-	if skipped > len(run) {
-		skipped = len(run)
+func (m *matcher) bindRun(v metaVar, first int32, run []int32, skipped []int32, at uint32) bool {
+	j := len(run) - 1
+	for k := len(skipped) - 1; k >= 0 && j >= 0; k-- {
+		if m.t.nodes[run[j]].kind == m.p.tree.nodes[skipped[k]].kind {
+			j--
+		}
 	}
-	run = run[:len(run)-skipped]
+	run = run[:j+1]
 	if len(run) == 0 {
 		return m.bind(v, -1, -1, at)
 	}

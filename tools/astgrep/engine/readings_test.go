@@ -90,3 +90,21 @@ func TestRewriteKeepsLinesThatDidNotMoveAndLeadingComments(t *testing.T) {
 		t.Errorf("unwrap:\n%q\nwant:\n%q", got, want)
 	}
 }
+
+// A run before the pattern's closing punctuation keeps every node the
+// target has there: a loop body written one command a line has no `;`
+// for the pattern's `;` to stand for.
+func TestRunBeforePunctuationKeepsItsLastNode(t *testing.T) {
+	for src, want := range map[string]string{
+		"for f in a b; do\n  echo 1\n  echo 2\ndone\n": "echo 1\n  echo 2",
+		"for f in a b; do echo 1; echo 2; done\n":      "echo 1; echo 2",
+	} {
+		ms := find(t, "bash", "for $V in $$$L; do $$$B; done", src)
+		if len(ms) != 1 {
+			t.Fatalf("%q: %d matches", src, len(ms))
+		}
+		if got, _ := capture(ms[0], "B"); got != want {
+			t.Errorf("%q: $$$B = %q, want %q", src, got, want)
+		}
+	}
+}
