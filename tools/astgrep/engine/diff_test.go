@@ -41,7 +41,9 @@ type diffCase struct {
 // commentMarkers: a match with a comment between its tokens is ours alone
 // (DESIGN.md: a pattern matches "whether spaced, wrapped or interleaved
 // with a comment"); ast-grep's smart strictness does not pass over comments.
-var commentMarkers = map[string][]string{"go": {"//", "/*"}, "python": {"#"}}
+var commentMarkers = map[string][]string{"go": {"//", "/*"}, "python": {"#"},
+	"c": {"//", "/*"}, "cpp": {"//", "/*"}, "java": {"//", "/*"}, "rust": {"//", "/*"},
+	"javascript": {"//", "/*"}, "typescript": {"//", "/*"}, "tsx": {"//", "/*"}}
 
 // knownMisses are ast-grep matches we do not report, each with its reason.
 var knownMisses = map[string]string{
