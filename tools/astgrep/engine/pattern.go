@@ -29,16 +29,17 @@ func (v metaVar) captures() bool { return v.name != "" && !strings.HasPrefix(v.n
 // the language of the files it is matched against. A Pattern is immutable
 // and safe for concurrent use.
 type Pattern struct {
-	Lang    *Language
-	Source  string // the pattern as given
-	Context string // the rung of the ladder that parsed it
-	tree    *Tree
-	root    int32
-	meta    map[int32]metaVar
-	kids    [][]int32   // children of each pattern node, extras left out
-	names   []string    // capturing names, in order of first appearance
-	tokens  [][]byte    // literal leaves every match contains, rarest guess first
-	dotted  [][2][]byte // literal `a.b` member accesses every match contains
+	Lang      *Language
+	Source    string // the pattern as given
+	Context   string // the rung of the ladder that parsed it
+	tree      *Tree
+	root      int32
+	meta      map[int32]metaVar
+	kids      [][]int32   // children of each pattern node, extras left out
+	names     []string    // capturing names, in order of first appearance
+	tokens    [][]byte    // literal leaves every match contains, rarest guess first
+	dotted    [][2][]byte // literal `a.b` member accesses every match contains
+	spellings int         // the fragment's distinct metavariable spellings
 	// alts are the other readings of the fragment (other rungs that
 	// parse it as another kind of node); a match of any is a match.
 	alts []*Pattern
@@ -218,7 +219,7 @@ func outermost(t *Tree, s, e uint32) int32 {
 // around a call matches the call anywhere), marks the metavariables and
 // collects the literal tokens.
 func build(l *Language, src, rung string, t *Tree, root int32, metas map[string]metaVar) *Pattern {
-	p := &Pattern{Lang: l, Source: src, Context: rung, tree: t, meta: map[int32]metaVar{}}
+	p := &Pattern{Lang: l, Source: src, Context: rung, tree: t, meta: map[int32]metaVar{}, spellings: len(metas)}
 	for {
 		if _, ok := metas[string(t.text(root))]; ok {
 			break

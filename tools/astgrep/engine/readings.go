@@ -26,6 +26,8 @@ type candidate struct {
 //   - then a reading that parsed only because a lone metavariable was
 //     adopted into an error is dropped where one needed no adoption
 //     (`readonly $P: $_` is a labeled statement only so);
+//   - a reading in which a metavariable is part of a longer token, not a
+//     node, is dropped where another holds every metavariable as a node;
 //   - a reading from the expression rung that is the same tree as one
 //     from a statement rung but for its root is dropped: `function $F()
 //     {}` is the declaration, as ast-grep reads it;
@@ -71,13 +73,24 @@ func choose(l *Language, found []candidate) []*Pattern {
 	for i, c := range cs {
 		ps[i] = c.p
 	}
-	for _, weak := range []func(p *Pattern, all []*Pattern) bool{expressionTwin, isLabel, isModifiedLocal} {
+	for _, weak := range []func(p *Pattern, all []*Pattern) bool{swallowsMeta, expressionTwin, isLabel, isModifiedLocal} {
 		strong := slices.DeleteFunc(slices.Clone(ps), func(p *Pattern) bool { return weak(p, ps) })
 		if len(strong) > 0 {
 			ps = strong
 		}
 	}
 	return ps
+}
+
+// swallowsMeta: a metavariable of the fragment is not a node of the
+// reading but part of a longer token (`#define $N $V` read with the
+// rung's `;` takes `$V;` as the macro's text).
+func swallowsMeta(p *Pattern, _ []*Pattern) bool {
+	seen := map[string]bool{}
+	for i := range p.meta {
+		seen[string(p.tree.text(i))] = true
+	}
+	return len(seen) < p.spellings
 }
 
 func expressionTwin(p *Pattern, all []*Pattern) bool {
