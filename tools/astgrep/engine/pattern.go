@@ -117,7 +117,7 @@ func Compile(ctx context.Context, l *Language, pattern string) (*Pattern, error)
 		}
 		found = append(found, candidate{p: build(l, pattern, c.Name, t, root, metas), tier: tier})
 	}
-	if kept := choose(l, found); len(kept) > 0 {
+	if kept := choose(found); len(kept) > 0 {
 		first := kept[0]
 		first.alts = kept[1:]
 		for _, a := range first.alts {

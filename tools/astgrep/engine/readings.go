@@ -19,6 +19,9 @@ type candidate struct {
 //   - one whose flaws are tokens the parser made up counts only where no
 //     rung parses the fragment as written;
 //   - readings that make the same tree are one;
+//   - a reading in which a metavariable is part of a longer token, not a
+//     node, is dropped where another holds every metavariable as a node
+//     (`#define $N $V` read with the rung's `;` takes `$V;` as its text);
 //   - a reading that lexes fewer of the fragment's words as keywords than
 //     another is dropped: `rescue $E => $V` is a rescue clause, not a call
 //     of a method named rescue, and `if ($C) { $$$ }` in C++ is an if
@@ -26,8 +29,6 @@ type candidate struct {
 //   - then a reading that parsed only because a lone metavariable was
 //     adopted into an error is dropped where one needed no adoption
 //     (`readonly $P: $_` is a labeled statement only so);
-//   - a reading in which a metavariable is part of a longer token, not a
-//     node, is dropped where another holds every metavariable as a node;
 //   - a reading from the expression rung that is the same tree as one
 //     from a statement rung but for its root is dropped: `function $F()
 //     {}` is the declaration, as ast-grep reads it;
@@ -38,7 +39,7 @@ type candidate struct {
 //     field.
 //
 // What is left is searched with, each reading's matches united.
-func choose(l *Language, found []candidate) []*Pattern {
+func choose(found []candidate) []*Pattern {
 	if len(found) == 0 {
 		return nil
 	}
@@ -59,6 +60,9 @@ func choose(l *Language, found []candidate) []*Pattern {
 		sigs = append(sigs, sig)
 		cs = append(cs, c)
 	}
+	if whole := slices.DeleteFunc(slices.Clone(cs), func(c candidate) bool { return swallowsMeta(c.p, nil) }); len(whole) > 0 {
+		cs = whole
+	}
 	most := 0
 	for _, c := range cs {
 		most = max(most, c.p.keywords())
@@ -73,7 +77,7 @@ func choose(l *Language, found []candidate) []*Pattern {
 	for i, c := range cs {
 		ps[i] = c.p
 	}
-	for _, weak := range []func(p *Pattern, all []*Pattern) bool{swallowsMeta, expressionTwin, isLabel, isModifiedLocal} {
+	for _, weak := range []func(p *Pattern, all []*Pattern) bool{expressionTwin, isLabel, isModifiedLocal} {
 		strong := slices.DeleteFunc(slices.Clone(ps), func(p *Pattern) bool { return weak(p, ps) })
 		if len(strong) > 0 {
 			ps = strong
@@ -83,8 +87,7 @@ func choose(l *Language, found []candidate) []*Pattern {
 }
 
 // swallowsMeta: a metavariable of the fragment is not a node of the
-// reading but part of a longer token (`#define $N $V` read with the
-// rung's `;` takes `$V;` as the macro's text).
+// reading but part of a longer token.
 func swallowsMeta(p *Pattern, _ []*Pattern) bool {
 	seen := map[string]bool{}
 	for i := range p.meta {

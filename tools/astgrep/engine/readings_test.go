@@ -59,6 +59,18 @@ func TestEveryFittingReadingIsSearched(t *testing.T) {
 	if ms := find(t, "javascript", "f($X)", "f(1);\n"); len(ms) != 1 {
 		t.Errorf("f($X): %q", texts(ms))
 	}
+	// A rung that glues a metavariable into a token (`$V;` as a macro's
+	// text) is no reading.
+	p, err = Compile(context.Background(), lang(t, "c"), "#define $N $V")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Readings(); len(r) != 1 {
+		t.Errorf("#define $N $V: readings %q, want one", r)
+	}
+	if ms := find(t, "c", "#define $N $V", "#define A 1\n#define B(x) x\n"); len(ms) != 1 || !strings.HasPrefix(ms[0].Text, "#define A 1") {
+		t.Errorf("#define $N $V: %q", texts(ms))
+	}
 	if _, err := Compile(context.Background(), lang(t, "javascript"), "a: : b"); err == nil || !strings.Contains(err.Error(), "unparseable") {
 		t.Errorf("a fragment no rung parses: %v, want unparseable", err)
 	}
