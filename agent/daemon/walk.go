@@ -109,6 +109,26 @@ func (w *walker) linkTarget(p string) (fs.FileInfo, bool) {
 	return info, true
 }
 
+// skipped records a directory not entered, when the request asks.
+func (w *walker) skipped(rel, reason string) {
+	if !w.req.ReportSkipped {
+		return
+	}
+	if len(w.out.Skipped) >= proto.MaxSkippedReported {
+		w.out.SkippedMore++
+		return
+	}
+	w.out.Skipped = append(w.out.Skipped, proto.SkippedDir{Dir: rel, Reason: reason})
+}
+
+// linkedDir reports whether the symlink p (in the root) leads to a
+// directory, for the report of what the walk left out; it is never
+// entered.
+func (w *walker) linkedDir(p string) bool {
+	info, err := os.Stat(filepath.Join(w.root, filepath.FromSlash(p)))
+	return err == nil && info.IsDir()
+}
+
 // dir lists d (p in fsys, rel under the walked directory) and closes it.
 func (w *walker) dir(d *os.File, p, rel string, stack ignoreStack) {
 	defer d.Close()
@@ -129,16 +149,19 @@ func (w *walker) dir(d *os.File, p, rel string, stack ignoreStack) {
 		erel, ep := join(rel, name), path.Join(p, name)
 		if e.IsDir() {
 			if slices.Contains(w.skip, name) {
+				w.skipped(erel, proto.SkipReasonList)
 				continue
 			}
 			sub := stack
 			if w.req.Gitignore {
 				if stack.ignored(join(w.rootRel, erel), true) {
+					w.skipped(erel, proto.SkipReasonGitignore)
 					continue
 				}
 			}
 			nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err != nil {
+				w.skipped(erel, proto.SkipReasonUnreadable)
 				continue
 			}
 			if w.req.Gitignore {
@@ -161,6 +184,9 @@ func (w *walker) dir(d *os.File, p, rel string, stack ignoreStack) {
 		case e.Type()&fs.ModeSymlink != 0:
 			info, ok := w.linkTarget(ep)
 			if !ok {
+				if w.req.ReportSkipped && w.linkedDir(ep) && !(w.req.Gitignore && stack.ignored(join(w.rootRel, erel), true)) {
+					w.skipped(erel, proto.SkipReasonSymlink)
+				}
 				continue
 			}
 			size, mode, mtime, symlink = info.Size(), info.Mode(), info.ModTime(), true

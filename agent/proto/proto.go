@@ -195,13 +195,15 @@ type FileInfo struct {
 // directories named in SkipDirs (default: .git, node_modules) are not
 // entered; with Gitignore the .gitignore files met on the way are honoured.
 // At most MaxEntries (0: 200000) entries are returned; Truncated says more exist.
+// With ReportSkipped the response names the directories not entered and why.
 type WalkRequest struct {
-	Root       string   `json:"root"`
-	Path       string   `json:"path"`
-	MaxEntries int      `json:"max_entries,omitempty"`
-	Gitignore  bool     `json:"gitignore,omitempty"`
-	SkipDirs   []string `json:"skip_dirs,omitempty"`
-	MaxSize    int64    `json:"max_size,omitempty"` // files larger than this are left out (0: no limit)
+	Root          string   `json:"root"`
+	Path          string   `json:"path"`
+	MaxEntries    int      `json:"max_entries,omitempty"`
+	Gitignore     bool     `json:"gitignore,omitempty"`
+	SkipDirs      []string `json:"skip_dirs,omitempty"`
+	MaxSize       int64    `json:"max_size,omitempty"` // files larger than this are left out (0: no limit)
+	ReportSkipped bool     `json:"report_skipped,omitempty"`
 }
 
 // WalkResponse lists files, paths relative to the walked directory.
@@ -209,7 +211,28 @@ type WalkResponse struct {
 	Base      string     `json:"base"` // absolute path that was walked
 	Files     []FileInfo `json:"files"`
 	Truncated bool       `json:"truncated,omitempty"`
+	// Skipped names the directories the walk did not enter (with
+	// ReportSkipped; at most MaxSkippedReported, SkippedMore counts the rest).
+	Skipped     []SkippedDir `json:"skipped,omitempty"`
+	SkippedMore int          `json:"skipped_more,omitempty"`
 }
+
+// MaxSkippedReported bounds WalkResponse.Skipped.
+const MaxSkippedReported = 100
+
+// SkippedDir is a directory a walk did not enter.
+type SkippedDir struct {
+	Dir    string `json:"dir"`    // relative to the walked directory
+	Reason string `json:"reason"` // SkipReason*
+}
+
+// Why a walk did not enter a directory.
+const (
+	SkipReasonList       = "skip list"             // named in SkipDirs (or the default list)
+	SkipReasonGitignore  = ".gitignore"            // a .gitignore rule excludes it
+	SkipReasonSymlink    = "symlink, not followed" // a symbolic link to a directory
+	SkipReasonUnreadable = "unreadable"            // it could not be opened
+)
 
 // ExecRequest runs a command to completion and returns its capped output.
 // The command runs in its own process group. A sandbox's agent supervises

@@ -133,6 +133,9 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	fmt.Fprintf(&b, "edit_id: %s\nPrepared %d %s in %d %s; nothing is written yet. Call resolve with this edit_id and action \"accept\" to write all of it, or \"discard\". It expires in %s.\n\n",
 		p.id, p.count, plural(p.count, "replacement", "replacements"), len(p.files), plural(len(p.files), "file", "files"), t.c.store.ttl)
 	b.WriteString(preview)
+	if note := out.target.skippedNote(); note != "" {
+		b.WriteString("\n" + note + "\n")
+	}
 	return tools.Text(strings.TrimRight(b.String(), "\n")), nil
 }
 

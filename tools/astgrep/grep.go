@@ -21,7 +21,7 @@ func (t *grepTool) Spec() tools.Spec {
 		Description: "Search code by its syntax-tree shape rather than its text, with tree-sitter grammars. The pattern is a code fragment " +
 			"in the files' language: " + patternHelp + " Example (Go): `fmt.Errorf($MSG, $$$ARGS)`; (Python): `open($F).read()`. " +
 			"path defaults to the whole workspace; for a directory give language (go, python, javascript, typescript, tsx, rust, java, c, cpp, ruby, bash). " +
-			"Respects .gitignore and skips binary and very large files. Results are path:line, the matched code and the captures. " +
+			"Respects .gitignore (the result names the directories not searched and why) and skips binary and very large files. Results are path:line, the matched code and the captures. " +
 			"A pattern that does not parse is reported as unparseable, never searched silently; fix it rather than falling back to text search.",
 		Level:        tools.LevelRead,
 		ParallelSafe: true,
@@ -118,6 +118,9 @@ func (t *grepTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 		if out.target.truncated {
 			fmt.Fprintf(&b, " The walk stopped at %d files; give a narrower path.", t.c.maxFiles)
 		}
+		if note := out.target.skippedNote(); note != "" {
+			b.WriteString(" " + note)
+		}
 		return tools.Text(b.String()), nil
 	}
 	fmt.Fprintf(&b, "%d %s in %d %s (%s, %d files searched)\n", total, plural(total, "match", "matches"), files, plural(files, "file", "files"), out.pattern.Lang.Name, len(out.target.files))
@@ -144,6 +147,9 @@ func (t *grepTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	}
 	if out.target.truncated {
 		fmt.Fprintf(&b, "\nThe walk stopped at %d files, so some files were not searched; give a narrower path.\n", t.c.maxFiles)
+	}
+	if note := out.target.skippedNote(); note != "" {
+		b.WriteString("\n" + note + "\n")
 	}
 	return tools.Text(strings.TrimRight(b.String(), "\n")), nil
 }

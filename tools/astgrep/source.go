@@ -63,6 +63,10 @@ type target struct {
 	files []engine.FileKey
 	// truncated is set when the walk stopped at the file cap.
 	truncated bool
+	// skipped are the directories the walk did not enter, and why;
+	// skippedMore counts those beyond the agent's report cap.
+	skipped     []proto.SkippedDir
+	skippedMore int
 }
 
 // findTarget stats the path, settles the language and lists the files.
@@ -98,11 +102,15 @@ func (c *config) findTarget(ctx context.Context, src *agentSource, abs, langArg 
 		t.files = []engine.FileKey{{Path: src.key(abs), Size: st.Size, ModTime: st.ModTime}}
 		return t, "", nil
 	}
-	w, err := src.conn.Agent.Walk(ctx, &proto.WalkRequest{Root: src.conn.Workspace, Path: abs, Gitignore: true, MaxSize: c.maxFileSize, MaxEntries: c.maxFiles})
+	// Only .git is never entered; node_modules, vendor and build output
+	// are left out when a .gitignore says so, and the result names them.
+	w, err := src.conn.Agent.Walk(ctx, &proto.WalkRequest{Root: src.conn.Workspace, Path: abs, Gitignore: true, SkipDirs: walkSkipDirs,
+		MaxSize: c.maxFileSize, MaxEntries: c.maxFiles, ReportSkipped: true})
 	if err != nil {
 		return nil, "", err
 	}
 	t.truncated = w.Truncated
+	t.skipped, t.skippedMore = w.Skipped, w.SkippedMore
 	for _, f := range w.Files {
 		if f.IsDir || !t.lang.Matches(f.Path) {
 			continue
@@ -111,6 +119,31 @@ func (c *config) findTarget(ctx context.Context, src *agentSource, abs, langArg 
 	}
 	engine.SortFiles(t.files)
 	return t, "", nil
+}
+
+// walkSkipDirs is the one directory a search never enters: the
+// repository's own store, which holds no source.
+var walkSkipDirs = []string{".git"}
+
+// skippedNote says which directories the walk left out and why, as one
+// line of a result: "Not searched: .git/ (skip list), node_modules/
+// (.gitignore)." At most ten are named, the rest counted.
+func (t *target) skippedNote() string {
+	if len(t.skipped) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, d := range t.skipped {
+		if len(parts) == 10 {
+			break
+		}
+		parts = append(parts, d.Dir+"/ ("+d.Reason+")")
+	}
+	note := "Not searched: " + strings.Join(parts, ", ")
+	if rest := len(t.skipped) - len(parts) + t.skippedMore; rest > 0 {
+		note += fmt.Sprintf(" and %d more", rest)
+	}
+	return note + "."
 }
 
 func errdefsNotFound(err error) bool { return errors.Is(err, errdefs.ErrNotFound) }

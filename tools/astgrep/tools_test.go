@@ -46,7 +46,7 @@ func TestGrepFindsShapesAcrossTheWorkspace(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "vendor") || strings.Contains(out, "blob") {
+	if strings.Contains(out, "vendor/x.go") || strings.Contains(out, "blob") || !strings.Contains(out, "Not searched: vendor/ (.gitignore).") {
 		t.Errorf("searched an ignored or binary file:\n%s", out)
 	}
 	// A file path infers the language; $$$ may be empty.
@@ -258,5 +258,30 @@ func TestEditRejectsUnknownRewriteVariable(t *testing.T) {
 	out := s.fail("ast_edit", map[string]any{"pattern": "old($X)", "rewrite": "new($Y)", "path": "a.go"})
 	if !strings.Contains(out, "$Y") || !strings.Contains(out, "$X") {
 		t.Errorf("unknown variable: %s", out)
+	}
+}
+
+// The walk enters node_modules unless a .gitignore excludes it, and the
+// result names every directory it did not enter and why.
+func TestGrepEntersNodeModulesAndNamesSkippedDirectories(t *testing.T) {
+	s := newSandbox(t)
+	s.write("app.js", "const o = { port: 1 };\n")
+	s.write("node_modules/pad/index.js", "module.exports = { pad: 2 };\n")
+	s.write("web/.gitignore", "node_modules/\n")
+	s.write("web/node_modules/x/index.js", "const o = { hidden: 3 };\n")
+	s.write(".git/config.js", "const o = { git: 4 };\n")
+	out := s.ok("ast_grep", map[string]any{"pattern": "$K: $V", "language": "javascript"})
+	for _, want := range []string{"2 matches in 2 files", "app.js:1: port: 1", "node_modules/pad/index.js:1: pad: 2",
+		"Not searched: .git/ (skip list), web/node_modules/ (.gitignore)."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "hidden") || strings.Contains(out, "git: 4") {
+		t.Errorf("searched an ignored directory:\n%s", out)
+	}
+	out = s.ok("ast_grep", map[string]any{"pattern": "nothing($X)", "language": "javascript"})
+	if !strings.Contains(out, "No matches") || !strings.Contains(out, "web/node_modules/ (.gitignore)") {
+		t.Errorf("no-match result does not name the skipped directories:\n%s", out)
 	}
 }

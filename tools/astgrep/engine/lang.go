@@ -53,6 +53,10 @@ const hole = "\x00"
 // is a letter in Unicode, so every shipped grammar lexes it as one.
 const micro = "µ"
 
+// bashPlaceholder stands for '$' in Bash: a variable's name (`for $V in`)
+// is ASCII letters, digits and '_' only, so µ cannot stand there.
+const bashPlaceholder = "__ag"
+
 func ctx(name, tmpl string) Context { return Context{Name: name, Template: tmpl} }
 
 // languages returns the shipped grammars. Dart is absent: no Go module of a
@@ -64,6 +68,8 @@ func languages() []*Language {
 			ctx("statement", "void __f(void) {\n\x00;\n}"),
 			ctx("expression", "int __x = \x00;"),
 			ctx(member, "struct __S {\n\x00;\n};"),
+			// The fragment's own `;` ends a member: `unsigned int $F : $W;`.
+			ctx(member, "struct __S {\n\x00\n};"),
 			ctx("declaration", "\x00"),
 			ctx("declaration", "\x00;"),
 		}
@@ -87,18 +93,22 @@ func languages() []*Language {
 		{Name: "javascript", Extensions: []string{".js", ".mjs", ".cjs", ".jsx"}, Placeholder: "$", ptr: tsjs.Language, Ladder: []Context{
 			ctx("statement", "\x00"),
 			ctx("expression", "(\x00)"),
+			ctx("object member", "({\n\x00\n})"),
 			ctx("class member", "class __C {\n\x00\n}"),
 		}},
 		{Name: "typescript", Extensions: []string{".ts", ".mts", ".cts"}, Placeholder: "$", ptr: tsts.LanguageTypescript, Ladder: []Context{
 			ctx("statement", "\x00"),
 			ctx("expression", "(\x00)"),
+			ctx("object member", "({\n\x00\n})"),
 			ctx("class member", "class __C {\n\x00\n}"),
 			ctx("interface member", "interface __I {\n\x00\n}"),
 		}},
 		{Name: "tsx", Extensions: []string{".tsx"}, Placeholder: "$", ptr: tsts.LanguageTSX, Ladder: []Context{
 			ctx("statement", "\x00"),
 			ctx("expression", "(\x00)"),
+			ctx("object member", "({\n\x00\n})"),
 			ctx("class member", "class __C {\n\x00\n}"),
+			ctx("interface member", "interface __I {\n\x00\n}"),
 		}},
 		{Name: "rust", Extensions: []string{".rs"}, Placeholder: micro, ptr: tsrust.Language, Ladder: []Context{
 			ctx("statement", "fn __f() {\n\x00\n}"),
@@ -121,7 +131,7 @@ func languages() []*Language {
 			ctx("statement", "def __f\n\x00\nend"),
 			ctx("class member", "class C__\n\x00\nend"),
 		}},
-		{Name: "bash", Extensions: []string{".sh", ".bash"}, Placeholder: micro, ptr: tsbash.Language, Ladder: []Context{
+		{Name: "bash", Extensions: []string{".sh", ".bash"}, Placeholder: bashPlaceholder, ptr: tsbash.Language, Ladder: []Context{
 			ctx("statement", "\x00"),
 			ctx("statement", "__f() {\n\x00\n}"),
 		}},

@@ -1,6 +1,9 @@
 package engine
 
-import "bytes"
+import (
+	"bytes"
+	"sort"
+)
 
 // Capture is what one metavariable bound in a match.
 type Capture struct {
@@ -36,8 +39,41 @@ type matcher struct {
 }
 
 // FindAll returns every match of p in t in document order, nested matches
-// included (as ast-grep reports them).
+// included (as ast-grep reports them). With more than one reading of the
+// fragment, a node any reading matches is a match, reported once.
 func (p *Pattern) FindAll(t *Tree) []Match {
+	out := p.findAll(t)
+	if len(p.alts) == 0 {
+		return out
+	}
+	type span struct{ s, e uint32 }
+	seen := map[span]bool{}
+	for _, m := range out {
+		seen[span{m.Start, m.End}] = true
+	}
+	grew := false
+	for _, a := range p.alts {
+		for _, m := range a.findAll(t) {
+			if k := (span{m.Start, m.End}); !seen[k] {
+				seen[k] = true
+				out = append(out, m)
+				grew = true
+			}
+		}
+	}
+	if grew {
+		// Document order: by start, the outer of two nodes first.
+		sort.SliceStable(out, func(a, b int) bool {
+			if out[a].Start != out[b].Start {
+				return out[a].Start < out[b].Start
+			}
+			return out[a].End > out[b].End
+		})
+	}
+	return out
+}
+
+func (p *Pattern) findAll(t *Tree) []Match {
 	m := &matcher{p: p, t: t}
 	pr := &p.tree.nodes[p.root]
 	_, rootMeta := p.meta[p.root]
@@ -109,7 +145,7 @@ func (m *matcher) node(pi, ti int32) outcome {
 		return noMatch
 	}
 	mark := len(m.env)
-	if m.seq(kids, m.nextT(tn.first)) {
+	if m.seq(kids, tn.first, m.nextT(tn.first)) {
 		return matched
 	}
 	m.env = m.env[:mark]
@@ -143,7 +179,7 @@ func (m *matcher) trivial(pi int32) bool {
 // must match in order; unnamed target nodes may be passed over; target
 // nodes after the last pattern node are allowed; $$$ takes target nodes
 // until the next pattern node matches (no backtracking).
-func (m *matcher) seq(gs []int32, tc int32) bool {
+func (m *matcher) seq(gs []int32, first, tc int32) bool {
 	if tc < 0 {
 		return false
 	}
@@ -152,21 +188,21 @@ func (m *matcher) seq(gs []int32, tc int32) bool {
 		if v, ok := m.multi(gs[g]); ok {
 			g++
 			at := m.posAt(tc)
-			skipped := 0
+			from := g
 			for g < len(gs) && m.trivial(gs[g]) {
 				g++
-				skipped++
 			}
+			skipped := gs[from:g]
 			var run []int32
 			if g == len(gs) {
 				for c := tc; c >= 0; c = m.sib(c) {
 					run = append(run, c)
 				}
-				return m.bindRun(v, run, skipped, at)
+				return m.bindRun(v, first, run, skipped, at)
 			}
 			if _, ok := m.multi(gs[g]); ok {
 				// $$$A $$$B: the first takes exactly one node.
-				if tc < 0 || !m.bindRun(v, []int32{tc}, skipped, at) {
+				if tc < 0 || !m.bindRun(v, first, []int32{tc}, skipped, at) {
 					return false
 				}
 				if tc = m.sib(tc); tc < 0 {
@@ -187,7 +223,7 @@ func (m *matcher) seq(gs []int32, tc int32) bool {
 				run = append(run, tc)
 				tc = m.sib(tc)
 			}
-			if !m.bindRun(v, run, skipped, at) {
+			if !m.bindRun(v, first, run, skipped, at) {
 				return false
 			}
 		}
@@ -243,17 +279,45 @@ func (m *matcher) posAt(i int32) uint32 {
 	return m.t.nodes[i].start
 }
 
-// bindRun binds a $$$ run, leaving out the last skipped nodes: the
-// punctuation after a run that the pattern's own punctuation stands for.
-func (m *matcher) bindRun(v metaVar, run []int32, skipped int, at uint32) bool {
-	if skipped > len(run) {
-		skipped = len(run)
+// bindRun binds a $$$ run, leaving out the punctuation at its end that the
+// pattern's own punctuation after the run (skipped) stands for: the
+// run's last nodes that are, from the end, of the kinds of those pattern
+// nodes (`do $$$B; done` against a body without `;` keeps its last
+// command).
+// Comments right before the run's first node and right after its last are
+// part of the run (first is the raw first sibling of the list): a rewrite
+// of `{ $$$BODY }` keeps the comment that opens or closes the body, as
+// ast-grep does.
+func (m *matcher) bindRun(v metaVar, first int32, run []int32, skipped []int32, at uint32) bool {
+	j := len(run) - 1
+	for k := len(skipped) - 1; k >= 0 && j >= 0; k-- {
+		if m.t.nodes[run[j]].kind == m.p.tree.nodes[skipped[k]].kind {
+			j--
+		}
 	}
-	run = run[:len(run)-skipped]
+	run = run[:j+1]
 	if len(run) == 0 {
 		return m.bind(v, -1, -1, at)
 	}
-	return m.bind(v, run[0], run[len(run)-1], at)
+	lo, hi := run[0], run[len(run)-1]
+	lead := int32(-1)
+	for i := first; i >= 0 && i != run[0]; i = m.t.nodes[i].next {
+		switch n := &m.t.nodes[i]; {
+		case !n.extra():
+			lead = -1
+		case lead < 0 && n.start < n.end:
+			lead = i
+		}
+	}
+	if lead >= 0 {
+		lo = lead
+	}
+	for i := m.t.nodes[hi].next; i >= 0 && m.t.nodes[i].extra(); i = m.t.nodes[i].next {
+		if m.t.nodes[i].start < m.t.nodes[i].end {
+			hi = i
+		}
+	}
+	return m.bind(v, lo, hi, at)
 }
 
 // bind records a metavariable; a name bound before must capture the same

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -28,16 +29,20 @@ func (v metaVar) captures() bool { return v.name != "" && !strings.HasPrefix(v.n
 // the language of the files it is matched against. A Pattern is immutable
 // and safe for concurrent use.
 type Pattern struct {
-	Lang    *Language
-	Source  string // the pattern as given
-	Context string // the rung of the ladder that parsed it
-	tree    *Tree
-	root    int32
-	meta    map[int32]metaVar
-	kids    [][]int32   // children of each pattern node, extras left out
-	names   []string    // capturing names, in order of first appearance
-	tokens  [][]byte    // literal leaves every match contains, rarest guess first
-	dotted  [][2][]byte // literal `a.b` member accesses every match contains
+	Lang      *Language
+	Source    string // the pattern as given
+	Context   string // the rung of the ladder that parsed it
+	tree      *Tree
+	root      int32
+	meta      map[int32]metaVar
+	kids      [][]int32   // children of each pattern node, extras left out
+	names     []string    // capturing names, in order of first appearance
+	tokens    [][]byte    // literal leaves every match contains, rarest guess first
+	dotted    [][2][]byte // literal `a.b` member accesses every match contains
+	spellings int         // the fragment's distinct metavariable spellings
+	// alts are the other readings of the fragment (other rungs that
+	// parse it as another kind of node); a match of any is a match.
+	alts []*Pattern
 }
 
 // key identifies the pattern for the result cache.
@@ -46,11 +51,12 @@ func (p *Pattern) key() string { return p.Lang.Name + "\x00" + p.Source }
 // Names lists the capturing metavariables in order of first appearance.
 func (p *Pattern) Names() []string { return append([]string(nil), p.names...) }
 
-// Compile parses pattern in language l, trying each context of the
-// language's ladder; the first that parses without error and holds the
-// fragment as one syntax node wins. A pattern no context accepts is an
-// invalid-argument error that names the language and the place the parse
-// failed.
+// Compile parses pattern in language l in every context of the language's
+// ladder and keeps each reading that parses and holds the fragment as one
+// syntax node of a kind that fits it (readings.go says which fit); the
+// pattern matches what any kept reading matches. A pattern no context
+// accepts is an invalid-argument error that names the language and the
+// place the parse failed.
 func Compile(ctx context.Context, l *Language, pattern string) (*Pattern, error) {
 	frag := strings.TrimSpace(pattern)
 	if frag == "" {
@@ -64,41 +70,64 @@ func Compile(ctx context.Context, l *Language, pattern string) (*Pattern, error)
 	defer p.Close()
 	var firstFail string
 	var tried []string
-	// First pass: a rung that parses with no error at all. Second pass: a
-	// rung whose only flaws are tokens the parser had to make up (a
-	// statement's missing `;` after a bare `$$$` in Java or C).
-	for pass := 0; pass < 2; pass++ {
-		for _, c := range l.Ladder {
-			if pass == 0 {
-				tried = append(tried, c.Name)
-			}
-			body := subst
-			if c.Indent != "" {
-				body = strings.ReplaceAll(body, "\n", "\n"+c.Indent)
-			}
-			at := strings.Index(c.Template, hole)
-			src := c.Template[:at] + body + c.Template[at+len(hole):]
-			s, e := uint32(at), uint32(at+len(body))
-			t, err := p.parse(ctx, []byte(src))
-			if err != nil {
-				return nil, err
-			}
-			adoptLoneMetas(t, metas)
-			if off, bad := t.firstFlaw(l, pass == 1); bad {
+	var found []candidate
+	for _, c := range l.Ladder {
+		tried = append(tried, c.Name)
+		body := subst
+		if c.Indent != "" {
+			body = strings.ReplaceAll(body, "\n", "\n"+c.Indent)
+		}
+		at := strings.Index(c.Template, hole)
+		after := c.Template[at+len(hole):]
+		src := c.Template[:at] + body + after
+		s, e := uint32(at), uint32(at+len(body))
+		t, err := p.parse(ctx, []byte(src))
+		if err != nil {
+			return nil, err
+		}
+		// A reading with no error at all is best; one whose error was a
+		// lone metavariable the grammar could not place (`{ $$$ }` in Java
+		// or C: a block to the user, an identifier without `;` to the
+		// grammar) is next; last, one whose only flaws are tokens the
+		// parser made up (a missing `;` after such a run).
+		tier := 0
+		if adoptLoneMetas(t, metas) {
+			tier = 1
+		}
+		if _, bad := t.firstFlaw(l, false); bad {
+			if off, bad := t.firstFlaw(l, true); bad {
 				if firstFail == "" {
 					firstFail = failure(src, body, int(s), int(off))
 				}
 				continue
 			}
-			root := outermost(t, s, e)
-			if root < 0 {
-				if firstFail == "" {
-					firstFail = "it does not form one syntax node (give a single statement, expression or declaration)"
-				}
-				continue
-			}
-			return build(l, pattern, c.Name, t, root, metas), nil
+			tier = 2
 		}
+		root := outermost(t, s, e)
+		if root < 0 && strings.HasPrefix(after, ";") {
+			// The rung's own `;` ends the node: `unsigned int $F : $W`
+			// is a field declaration only with it.
+			root = outermost(t, s, e+1)
+		}
+		if root < 0 {
+			if firstFail == "" {
+				firstFail = "it does not form one syntax node (give a single statement, expression or declaration)"
+			}
+			continue
+		}
+		found = append(found, candidate{p: build(l, pattern, c.Name, t, root, metas), tier: tier})
+	}
+	if kept := choose(found); len(kept) > 0 {
+		first := kept[0]
+		first.alts = kept[1:]
+		for _, a := range first.alts {
+			for _, n := range a.names {
+				if !slices.Contains(first.names, n) {
+					first.names = append(first.names, n)
+				}
+			}
+		}
+		return first, nil
 	}
 	return nil, errdefs.InvalidArgument("the pattern is unparseable as %s in every context tried (%s): %s; fix the fragment so it is valid %s code, with $NAME where any node may stand",
 		l.Name, strings.Join(dedupe(tried), ", "), firstFail, l.Name)
@@ -106,8 +135,10 @@ func Compile(ctx context.Context, l *Language, pattern string) (*Pattern, error)
 
 // adoptLoneMetas clears the error of an ERROR node that holds exactly one
 // metavariable: `{ $$$ }` in Java or C is a block of statements to the
-// user, but a bare identifier without `;` to the grammar.
-func adoptLoneMetas(t *Tree, metas map[string]metaVar) {
+// user, but a bare identifier without `;` to the grammar. It reports
+// whether it cleared any.
+func adoptLoneMetas(t *Tree, metas map[string]metaVar) bool {
+	adopted := false
 	for i := range t.nodes {
 		n := &t.nodes[i]
 		if n.flags&flagError == 0 {
@@ -115,8 +146,10 @@ func adoptLoneMetas(t *Tree, metas map[string]metaVar) {
 		}
 		if _, ok := metas[string(bytes.TrimSpace(t.text(int32(i))))]; ok {
 			n.flags &^= flagError | flagExtra
+			adopted = true
 		}
 	}
+	return adopted
 }
 
 // substitute replaces the '$' of every metavariable with the language's
@@ -186,7 +219,7 @@ func outermost(t *Tree, s, e uint32) int32 {
 // around a call matches the call anywhere), marks the metavariables and
 // collects the literal tokens.
 func build(l *Language, src, rung string, t *Tree, root int32, metas map[string]metaVar) *Pattern {
-	p := &Pattern{Lang: l, Source: src, Context: rung, tree: t, meta: map[int32]metaVar{}}
+	p := &Pattern{Lang: l, Source: src, Context: rung, tree: t, meta: map[int32]metaVar{}, spellings: len(metas)}
 	for {
 		if _, ok := metas[string(t.text(root))]; ok {
 			break
@@ -274,6 +307,18 @@ func build(l *Language, src, rung string, t *Tree, root int32, metas map[string]
 // can one where a literal member access `a.b` of the pattern never occurs
 // (with only layout or comments between its tokens).
 func (p *Pattern) mayMatch(src []byte) bool {
+	if p.mayMatchOne(src) {
+		return true
+	}
+	for _, a := range p.alts {
+		if a.mayMatchOne(src) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Pattern) mayMatchOne(src []byte) bool {
 	for _, tok := range p.tokens {
 		if !bytes.Contains(src, tok) {
 			return false

@@ -60,47 +60,70 @@ func ApplyEdits(src []byte, edits []Edit) []byte {
 // Expand fills template with m's captures. A capture that spans lines is
 // re-indented: its later lines lose the indentation of the line it came
 // from and take that of the template line it lands on; the result's later
-// lines then take the indentation of the line the match starts on.
+// lines then take the indentation of the line the match starts on. A
+// capture line whose indentation does not begin with that of the line it
+// came from (spaces in a tab-indented file) cannot be shifted by the same
+// amount: where the capture lands at the indentation it came from, it is
+// kept byte for byte, else it takes the new indentation for the old.
 func Expand(src []byte, m Match, template string) string {
 	caps := map[string]Capture{}
 	for _, c := range m.Captures {
 		caps[c.Name] = c
 	}
+	base := indentAt(src, m.Start)
+	// Lines of the result that are final (a capture's lines): the match's
+	// indentation is not added to them again.
 	var b strings.Builder
+	var final []bool // per line of b after the first
 	last := 0
+	write := func(s string, isFinal bool) {
+		for i, part := range strings.Split(s, "\n") {
+			if i > 0 {
+				b.WriteByte('\n')
+				final = append(final, isFinal)
+			}
+			b.WriteString(part)
+		}
+	}
 	for _, loc := range metaRe.FindAllStringIndex(template, -1) {
-		b.WriteString(template[last:loc[0]])
+		write(template[last:loc[0]], false)
 		last = loc[1]
 		name := strings.TrimLeft(template[loc[0]:loc[1]], "$")
 		c, ok := caps[name]
 		if !ok {
 			continue // an unbound name (an empty run) expands to nothing
 		}
-		text := c.Text
-		if strings.Contains(text, "\n") {
-			from := indentAt(src, c.Start)
-			landing := leadingSpace(currentLine(b.String()))
-			lines := strings.Split(text, "\n")
-			for i := 1; i < len(lines); i++ {
-				if strings.TrimSpace(lines[i]) == "" {
-					lines[i] = ""
-					continue
-				}
-				lines[i] = landing + strings.TrimPrefix(lines[i], from)
-			}
-			text = strings.Join(lines, "\n")
+		if !strings.Contains(c.Text, "\n") {
+			write(c.Text, false)
+			continue
 		}
-		b.WriteString(text)
+		from := indentAt(src, c.Start)
+		// Where the capture's later lines go: the template line's
+		// indentation after the match's own.
+		landing := base + leadingSpace(currentLine(b.String()))
+		lines := strings.Split(c.Text, "\n")
+		for i := 1; i < len(lines); i++ {
+			switch line := lines[i]; {
+			case strings.TrimSpace(line) == "":
+				lines[i] = ""
+			case strings.HasPrefix(line, from):
+				lines[i] = landing + line[len(from):]
+			case landing == from:
+				// Not moved: byte for byte.
+			default:
+				lines[i] = landing + strings.TrimLeft(line, " \t")
+			}
+		}
+		write(strings.Join(lines, "\n"), true)
 	}
-	b.WriteString(template[last:])
+	write(template[last:], false)
 	out := b.String()
-	base := indentAt(src, m.Start)
-	if base == "" || !strings.Contains(out, "\n") {
+	if base == "" || len(final) == 0 {
 		return out
 	}
 	lines := strings.Split(out, "\n")
 	for i := 1; i < len(lines); i++ {
-		if lines[i] != "" {
+		if lines[i] != "" && !final[i-1] {
 			lines[i] = base + lines[i]
 		}
 	}
