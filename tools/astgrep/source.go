@@ -126,21 +126,29 @@ func (c *config) findTarget(ctx context.Context, src *agentSource, abs, langArg 
 var walkSkipDirs = []string{".git"}
 
 // skippedNote says which directories the walk left out and why, as one
-// line of a result: "Not searched: .git/ (skip list), node_modules/
-// (.gitignore)." At most ten are named, the rest counted.
+// line of a result: "Not searched: web/node_modules/ (.gitignore)." At
+// most ten are named, the rest counted. A repository's own .git is left
+// unsaid: every repository has one and nobody expects it searched.
 func (t *target) skippedNote() string {
-	if len(t.skipped) == 0 {
+	var parts []string
+	rest := t.skippedMore
+	for _, d := range t.skipped {
+		switch {
+		case path.Base(d.Dir) == ".git" && d.Reason == proto.SkipReasonList:
+		case len(parts) == 10:
+			rest++
+		default:
+			parts = append(parts, d.Dir+"/ ("+d.Reason+")")
+		}
+	}
+	if len(parts) == 0 && rest == 0 {
 		return ""
 	}
-	var parts []string
-	for _, d := range t.skipped {
-		if len(parts) == 10 {
-			break
-		}
-		parts = append(parts, d.Dir+"/ ("+d.Reason+")")
-	}
 	note := "Not searched: " + strings.Join(parts, ", ")
-	if rest := len(t.skipped) - len(parts) + t.skippedMore; rest > 0 {
+	switch {
+	case rest > 0 && len(parts) == 0:
+		note += fmt.Sprintf("%d directories", rest)
+	case rest > 0:
 		note += fmt.Sprintf(" and %d more", rest)
 	}
 	return note + "."
