@@ -1,6 +1,10 @@
 package tools
 
-import "context"
+import (
+	"context"
+	"strings"
+	"unicode/utf8"
+)
 
 // The streams an OutputSink is told about.
 const (
@@ -47,4 +51,32 @@ func EmitOutput(ctx context.Context, stream, text string) {
 	if s := OutputSinkFrom(ctx); s != nil {
 		s.Output(stream, text)
 	}
+}
+
+// UTF8Chunker turns a byte stream that arrives in pieces into text for a
+// sink without cutting a character in two: an incomplete sequence at a
+// piece's end waits for the next piece. Invalid bytes become U+FFFD. The
+// zero value is ready; one per stream.
+type UTF8Chunker struct {
+	carry []byte // at most utf8.UTFMax-1 bytes of an unfinished character
+}
+
+// Next returns the text that b completes.
+func (c *UTF8Chunker) Next(b []byte) string {
+	if len(c.carry) > 0 {
+		b = append(c.carry, b...)
+		c.carry = nil
+	}
+	// Find where a trailing, still incomplete sequence starts.
+	cut := len(b)
+	for i := len(b) - 1; i >= 0 && i >= len(b)-(utf8.UTFMax-1); i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	c.carry = append(c.carry, b[cut:]...)
+	return strings.ToValidUTF8(string(b[:cut]), "\uFFFD")
 }
