@@ -267,7 +267,7 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 	}
 
 	out := newOutput(t.cfg.streamCap, t.cfg.displayCap, t.cfg.maxImages)
-	run := k.execute(ctx, a.Code, budget, t.cfg.grace, out, t.bridge(env))
+	run := k.execute(withLiveOutput(ctx, t.cfg.streamCap), a.Code, budget, t.cfg.grace, out, t.bridge(env))
 	blocks := append(head, out.finish()...)
 	note := func(isErr bool, text string) (tools.Result, error) {
 		if text != "" {

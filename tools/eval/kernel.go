@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/tools"
 )
 
 // message is one line of the kernel protocol (both directions).
@@ -278,6 +279,7 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 	res := cellRun{out: out, budget: budget, started: start}
 	if pre := k.takeFdOut(); len(pre) > 0 && k.cellFdOut() {
 		out.stream("stdout", string(pre))
+		tools.EmitOutput(ctx, "stdout", string(pre))
 	}
 	if err := k.send(message{Type: "execute", ID: id, Code: code}); err != nil {
 		res.end = endGone
@@ -321,6 +323,7 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 			switch m.Type {
 			case "stream":
 				out.stream(m.Name, m.Text)
+				tools.EmitOutput(ctx, m.Name, m.Text)
 			case "display":
 				out.display(m.Data)
 			case "tool_call":
@@ -345,6 +348,7 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 				if k.cellFdOut() {
 					if fd := k.takeFdOut(); len(fd) > 0 {
 						out.stream("stdout", string(fd))
+						tools.EmitOutput(ctx, "stdout", string(fd))
 					}
 				}
 				res.status, res.errText = m.Status, m.Error
