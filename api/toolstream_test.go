@@ -284,3 +284,48 @@ func TestStreamedCallClientGoes(t *testing.T) {
 		t.Fatalf("next call: %d %s", a.status, a.body)
 	}
 }
+
+// TestStreamedCallSlowClient: a client that reads nothing while the tool
+// prints 8 MiB does not hold the tool up; when it reads, the text that did
+// not fit is replaced by a marker saying so, and the result follows.
+func TestStreamedCallSlowClient(t *testing.T) {
+	finished := make(chan struct{})
+	chunk := strings.Repeat("x", 64<<10)
+	loud := &testTool{spec: tools.Spec{Name: "loud", Description: "prints a lot"},
+		call: func(ctx context.Context, env *tools.Env, args json.RawMessage) (tools.Result, error) {
+			for range 128 {
+				tools.EmitOutput(ctx, tools.StreamStdout, chunk)
+			}
+			close(finished)
+			return tools.Text("printed 8 MiB"), nil
+		}}
+	h, run := streamHarness(t, registryWith(loud), WithToolStream(time.Hour, 64<<20))
+	resp := streamPost(t, context.Background(), h, run, "loud", `{}`)
+	select {
+	case <-finished: // the client has read nothing past the headers
+	case <-time.After(20 * time.Second):
+		t.Fatal("the tool was held up by a client that does not read")
+	}
+	rd := newSSEReader(resp.Body)
+	shown, markers, result := 0, 0, ""
+	for {
+		ev, ok := rd.next()
+		if !ok {
+			break
+		}
+		switch ev.name {
+		case EventOutput:
+			var o OutputEvent
+			json.Unmarshal([]byte(ev.data), &o)
+			if strings.Contains(o.Text, "bytes of output not shown: the client read the stream too slowly") {
+				markers++
+			}
+			shown += strings.Count(o.Text, "x")
+		case EventResult:
+			result = ev.data
+		}
+	}
+	if markers == 0 || shown >= 128*len(chunk) || !strings.Contains(result, "printed 8 MiB") {
+		t.Fatalf("%d of %d bytes shown, %d drop markers, result %q", shown, 128*len(chunk), markers, result)
+	}
+}
