@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -33,10 +34,19 @@ func (g *gateSink) Output(stream, text string) {
 // worker's output while it waits; the worker prints its second line only
 // after its first was shown, so the first was shown while it ran.
 func TestWaitStreamsWorkerOutput(t *testing.T) {
+	t.Run("host", func(t *testing.T) { testWaitStreams(t, parent) })
+	t.Run("sandbox agent", func(t *testing.T) {
+		client, _ := agenttest.New(t)
+		conn := &tools.SandboxConn{ID: "sb1", Backend: "test", Workspace: t.TempDir(), Agent: client}
+		testWaitStreams(t, &tools.Env{Run: parent.Run, HasSandbox: true, Sandbox: func(context.Context) (*tools.SandboxConn, error) { return conn, nil }})
+	})
+}
+
+func testWaitStreams(t *testing.T, env *tools.Env) {
 	m, _, _ := newTestManager(t, 3)
 	dir := t.TempDir()
 	start, gate := filepath.Join(dir, "start"), filepath.Join(dir, "gate")
-	id, err := m.Spawn(context.Background(), parent,
+	id, err := m.Spawn(context.Background(), env,
 		`while [ ! -e '`+start+`' ]; do sleep 0.05; done; echo first; while [ ! -e '`+gate+`' ]; do sleep 0.05; done; echo oops >&2; echo second`, "gated", "")
 	if err != nil {
 		t.Fatal(err)
