@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/sandboxd/sandboxd/tools"
 )
 
 // startGrace is how long launch, attach and continue wait for a stop or an
@@ -59,6 +57,5 @@ func (s *session) endedTail() string {
 // waitRun waits for a stop or an exit after the program started or
 // resumed at epoch since.
 func (c *call) waitRun(ctx context.Context, s *session, since int) {
-	defer s.showOutput(tools.OutputSinkFrom(ctx))()
 	s.waitChange(ctx, since, c.runWait(s))
 }
