@@ -127,6 +127,21 @@ func (c *Client) Exec(ctx context.Context, r *proto.ExecRequest) (*proto.ExecRes
 	return need(resp.Exec, proto.OpExec)
 }
 
+// ExecStream is Exec that hands the command's output to out while it runs
+// (proto.ExecRequest.Stream), on this goroutine, so out must not block. The
+// answer is the same as Exec's. An agent that predates streaming answers
+// as Exec does and out is never called.
+func (c *Client) ExecStream(ctx context.Context, r *proto.ExecRequest, out func(*proto.ExecOutput)) (*proto.ExecResponse, error) {
+	sr := *r
+	sr.Stream = true
+	st, resp, err := c.openWith(ctx, &proto.Request{Op: proto.OpExec, Exec: &sr}, out)
+	if err != nil {
+		return nil, err
+	}
+	st.Close()
+	return need(resp.Exec, proto.OpExec)
+}
+
 // Spawn starts a long-lived process owned by the daemon.
 func (c *Client) Spawn(ctx context.Context, r *proto.SpawnRequest) (*proto.ProcessInfo, error) {
 	resp, err := c.call(ctx, &proto.Request{Op: proto.OpSpawn, Spawn: r})
@@ -229,6 +244,13 @@ func (c *Client) call(ctx context.Context, req *proto.Request) (*proto.Response,
 // cancellation apply to the whole exchange. On success the stream is
 // returned with no deadline, for the streaming ops.
 func (c *Client) open(ctx context.Context, req *proto.Request) (*yamux.Stream, *proto.Response, error) {
+	return c.openWith(ctx, req, nil)
+}
+
+// openWith is open that hands the output frames before the response (a
+// streamed exec's) to onOutput, on this goroutine, and skips them when
+// onOutput is nil.
+func (c *Client) openWith(ctx context.Context, req *proto.Request, onOutput func(*proto.ExecOutput)) (*yamux.Stream, *proto.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, ctxError(err, req.Op, 0)
 	}
@@ -249,8 +271,14 @@ func (c *Client) open(ctx context.Context, req *proto.Request) (*yamux.Stream, *
 	})
 	var resp proto.Response
 	err = proto.WriteFrame(st, req)
-	if err == nil {
-		err = proto.ReadFrame(st, &resp)
+	for err == nil {
+		resp = proto.Response{}
+		if err = proto.ReadFrame(st, &resp); err != nil || resp.Output == nil {
+			break
+		}
+		if onOutput != nil {
+			onOutput(resp.Output)
+		}
 	}
 	if !stop() || ctx.Err() != nil {
 		st.Close()

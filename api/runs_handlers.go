@@ -186,14 +186,14 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, tenant string)
 	if err != nil {
 		return err
 	}
+	if wantsStream(r) {
+		return s.streamCall(w, r, env, r.PathValue("name"), body)
+	}
 	res, err := s.tools.Call(r.Context(), env, r.PathValue("name"), body)
 	if err != nil {
 		return err
 	}
-	if res.Content == nil {
-		res.Content = []tools.Block{}
-	}
-	writeJSON(w, http.StatusOK, res)
+	writeJSON(w, http.StatusOK, normalized(res))
 	return nil
 }
 

@@ -75,6 +75,9 @@ type Server struct {
 	runTokens   *RunTokens
 	onBuilt     []func(http.Handler)
 
+	streamHeartbeat time.Duration // comment interval of a silent streamed call
+	streamMax       int64         // live text one streamed call shows at most
+
 	handler http.Handler
 }
 
@@ -144,6 +147,9 @@ func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Ser
 		maxBody:     config.DefaultMaxBodyBytes,
 		maxTool:     config.DefaultMaxToolBodyBytes,
 		bodyTimeout: DefaultBodyTimeout,
+
+		streamHeartbeat: DefaultStreamHeartbeat,
+		streamMax:       DefaultStreamMaxBytes,
 	}
 	for _, o := range opts {
 		o(s)

@@ -96,10 +96,15 @@ type Docker struct {
 	ExtraCaps []string `yaml:"extra_caps"`
 }
 
-// Limits caps request sizes.
+// Limits caps request sizes and streamed tool calls.
 type Limits struct {
 	MaxBodyBytes     int64 `yaml:"max_body_bytes"`
 	MaxToolBodyBytes int64 `yaml:"max_tool_body_bytes"`
+	// StreamHeartbeat is how often a streamed tool call that prints nothing
+	// gets a heartbeat (0: 15 s); MaxStreamBytes caps the text one streamed
+	// call shows live (0: 1 MiB). The call's result is not capped by them.
+	StreamHeartbeat Duration `yaml:"stream_heartbeat"`
+	MaxStreamBytes  int64    `yaml:"max_stream_bytes"`
 }
 
 // Default returns the configuration used when there is no file.

@@ -83,6 +83,9 @@ func (c *Config) Validate() error {
 	if c.Limits.MaxBodyBytes < 0 || c.Limits.MaxToolBodyBytes < 0 {
 		return errors.New("limits: body sizes must be positive numbers of bytes")
 	}
+	if c.Limits.StreamHeartbeat < 0 || c.Limits.MaxStreamBytes < 0 {
+		return errors.New("limits: stream_heartbeat and max_stream_bytes must not be negative; leave them out for the defaults (15s, 1 MiB)")
+	}
 	return c.Replication.Validate()
 }
 

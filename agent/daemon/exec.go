@@ -59,6 +59,12 @@ func (s *Server) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecReques
 	if err != nil {
 		return nil, err
 	}
+	var live *liveOutput
+	if r.Stream {
+		// Closed before exec returns, so its frames precede the response.
+		live = newLiveOutput(st, max)
+		defer live.close()
+	}
 	clientGone := watchClosed(ctx, st)
 	var run func() (*proto.ExecResponse, error)
 	if s.opts.supervise {
@@ -72,7 +78,7 @@ func (s *Server) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecReques
 	if err != nil {
 		return nil, startError(r.Argv[0], err)
 	}
-	p.collect(max, r.Stdin)
+	p.collect(max, r.Stdin, live)
 	resp, err := run()
 	if err != nil {
 		return nil, err
@@ -164,13 +170,13 @@ func (p *execPipes) closeChildEnds() { closeAll(p.outW, p.errW, p.inR) }
 
 func (p *execPipes) closeAll() { closeAll(p.outR, p.outW, p.errR, p.errW, p.inR, p.inW) }
 
-// collect starts copying the output (max bytes per stream, head and tail)
-// and writing stdin.
-func (p *execPipes) collect(max int, stdin []byte) {
+// collect starts copying the output (max bytes per stream, head and tail;
+// live, when not nil, gets a copy as it comes) and writing stdin.
+func (p *execPipes) collect(max int, stdin []byte, live *liveOutput) {
 	p.stdout, p.stderr = newHeadTail(max), newHeadTail(max)
 	p.readers.Add(2)
-	go func() { defer p.readers.Done(); io.Copy(p.stdout, p.outR) }()
-	go func() { defer p.readers.Done(); io.Copy(p.stderr, p.errR) }()
+	go func() { defer p.readers.Done(); io.Copy(live.tee("stdout", p.stdout), p.outR) }()
+	go func() { defer p.readers.Done(); io.Copy(live.tee("stderr", p.stderr), p.errR) }()
 	if p.inW != nil {
 		go func() { p.inW.Write(stdin); p.inW.Close() }()
 	}

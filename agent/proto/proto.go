@@ -77,6 +77,9 @@ type Response struct {
 	Spawn     *SpawnResponse     `json:"spawn,omitempty"`
 	Process   *ProcessInfo       `json:"process,omitempty"`
 	List      *ListResponse      `json:"list,omitempty"`
+	// Output is set, alone, on the frames a streamed exec writes before
+	// its response (ExecRequest.Stream).
+	Output *ExecOutput `json:"output,omitempty"`
 }
 
 // Error codes are errdefs class codes ("invalid_argument", "not_found", ...).
@@ -248,6 +251,23 @@ type ExecRequest struct {
 	Stdin    []byte            `json:"stdin,omitempty"`
 	Timeout  time.Duration     `json:"timeout,omitempty"`   // 0: 10 minutes
 	MaxBytes int               `json:"max_bytes,omitempty"` // per stream, head and tail kept (0: 64 KiB)
+	// Stream asks for the output while the command runs: before the
+	// response the agent writes frames whose Response has only Output set,
+	// with the first MaxBytes of each stream as it is written. The
+	// response keeps its head and tail as without Stream. An agent that
+	// predates Stream ignores it and writes the response alone.
+	Stream bool `json:"stream,omitempty"`
+}
+
+// ExecOutput is one piece of a streamed exec's output (ExecRequest.Stream).
+type ExecOutput struct {
+	Stream string `json:"stream"` // "stdout" or "stderr"
+	Data   []byte `json:"data,omitempty"`
+	// Dropped counts bytes left out just before Data because the reader
+	// was too slow; the response still has them if they are in its head or tail.
+	Dropped int64 `json:"dropped,omitempty"`
+	// Capped says this stream reached MaxBytes: no more of it is streamed.
+	Capped bool `json:"capped,omitempty"`
 }
 
 // ExecResponse is the result of an ExecRequest. Each stream keeps its head

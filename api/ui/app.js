@@ -1,5 +1,6 @@
 // sandboxd web console: answer the questions and permission prompts of a
-// space, and see the tenant's sandboxes and runs. The token lives in
+// space, call a run's tools with their output shown live, and see the
+// tenant's sandboxes and runs. The token lives in
 // sessionStorage and travels only in the Authorization header: the live
 // stream is read with fetch() streaming, not EventSource (which cannot set
 // headers and would need the token in the URL, where logs keep it).
@@ -15,6 +16,7 @@ const state = {
   stream: null,   // AbortController of the open stream
   retry: 0,       // reconnect attempts since the last good stream
   cards: new Map(), // question id -> {q, el}
+  call: null,     // AbortController of the running tool call
 };
 
 class APIError extends Error {
@@ -284,6 +286,107 @@ function tickExpiry() {
   }
 }
 
+// ---- tool calls ------------------------------------------------------------------
+// A call is made with Accept: text/event-stream: its output shows while it
+// runs, then its result. A call that fails before it streams anything (an
+// unknown run or tool) answers plain JSON with its HTTP status. Stop drops
+// the connection, which ends the call as it ends a plain call whose client
+// went away.
+
+// readSSE calls onEvent(name, data) for each event of a fetch() answer;
+// comments (heartbeats) are skipped.
+async function readSSE(resp, onEvent) {
+  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value.replace(/\r\n/g, '\n');
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      let name = '', data = '';
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event:')) name = line.slice(6).trim();
+        else if (line.startsWith('data:')) data += line.slice(5).replace(/^ /, '');
+      }
+      if (name) onEvent(name, data);
+    }
+  }
+}
+
+function showResult(res) {
+  const el = $('#call-result');
+  el.classList.toggle('is-error', !!res.is_error);
+  el.textContent = (res.content || []).map((b) => b.type === 'text' ? b.text : '[' + b.type + ' ' + (b.mime_type || '') + ']').join('\n');
+}
+
+async function callTool() {
+  const run = $('#call-run').value.trim();
+  const tool = $('#call-tool').value.trim();
+  let args;
+  try {
+    args = JSON.parse($('#call-args').value.trim() || '{}');
+  } catch (e) {
+    $('#call-error').textContent = 'The arguments are not valid JSON: ' + e.message + '; give one object such as {"command": "ls"}.';
+    return;
+  }
+  const out = $('#call-output');
+  out.replaceChildren();
+  $('#call-result').textContent = '';
+  $('#call-error').textContent = '';
+  const ctl = new AbortController();
+  state.call = ctl;
+  $('#call-go').disabled = true;
+  $('#call-stop').hidden = false;
+  $('#call-state').textContent = 'running…';
+  let ended = false;
+  try {
+    const resp = await fetch('/v1/runs/' + encodeURIComponent(run) + '/tools/' + encodeURIComponent(tool), {
+      method: 'POST',
+      headers: { 'Authorization': 'Bearer ' + state.token, 'Accept': 'text/event-stream', 'Content-Type': 'application/json' },
+      body: JSON.stringify(args),
+      cache: 'no-store',
+      signal: ctl.signal,
+    });
+    if (!(resp.headers.get('Content-Type') || '').startsWith('text/event-stream')) {
+      const data = await resp.json().catch(() => null);
+      if (!resp.ok) throw new APIError(resp.status, data && data.error ? data.error.message : 'sandboxd answered HTTP ' + resp.status);
+      showResult(data);
+      ended = true;
+      return;
+    }
+    await readSSE(resp, (name, data) => {
+      let v;
+      try { v = JSON.parse(data); } catch (e) { return; }
+      if (name === 'output') {
+        const span = document.createElement('span');
+        if (v.stream === 'stderr') span.className = 'stderr';
+        span.textContent = v.text;
+        const atEnd = out.scrollTop + out.clientHeight >= out.scrollHeight - 4;
+        out.append(span);
+        if (atEnd) out.scrollTop = out.scrollHeight;
+      } else if (name === 'result') {
+        showResult(v);
+        ended = true;
+      } else if (name === 'error') {
+        $('#call-error').textContent = v.error.message + ' (HTTP ' + v.status + ')';
+        ended = true;
+      }
+    });
+    if (!ended) $('#call-error').textContent = 'The stream ended before the result; the call may have run, check its effects before retrying.';
+  } catch (e) {
+    if (e.status === 401) { signOut(); return; }
+    $('#call-error').textContent = ctl.signal.aborted ? 'Stopped: the call was ended.' : e.message;
+  } finally {
+    if (state.call === ctl) state.call = null;
+    $('#call-go').disabled = false;
+    $('#call-stop').hidden = true;
+    $('#call-state').textContent = ended ? 'done' : '';
+  }
+}
+
 // ---- overview ------------------------------------------------------------------
 
 function fillTable(sel, rows, cols) {
@@ -316,6 +419,7 @@ async function refreshOverview() {
     const [sandboxes, runs] = await Promise.all([api('GET', '/v1/sandboxes'), api('GET', '/v1/runs')]);
     fillTable('#sandboxes', sandboxes, ['id', 'conversation', 'backend', 'state', 'created_at']);
     fillTable('#runs', runs, ['id', 'conversation', 'surface', 'approval', 'space', 'parent']);
+    $('#known-runs').replaceChildren(...runs.map((r) => { const o = document.createElement('option'); o.value = r.id; o.label = r.conversation; return o; }));
     const spaces = [...new Set(runs.map((r) => r.space).filter(Boolean))].sort();
     const dl = $('#known-spaces');
     dl.replaceChildren(...spaces.map((s) => { const o = document.createElement('option'); o.value = s; return o; }));
@@ -339,6 +443,11 @@ document.addEventListener('DOMContentLoaded', () => {
     if (s) openSpace(s);
   });
   $('#refresh').addEventListener('click', refreshOverview);
+  $('#call-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    if (!state.call) callTool();
+  });
+  $('#call-stop').addEventListener('click', () => { if (state.call) state.call.abort(); });
   setInterval(tickExpiry, 1000);
   setInterval(() => { if (state.token) refreshOverview(); }, 15000);
   if (state.token) signIn(state.token); else signOut();

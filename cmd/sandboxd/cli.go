@@ -254,20 +254,21 @@ func runTools(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func runCall(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+func runCall(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var cf clientFlags
 	var runID string
-	var asJSON bool
+	var asJSON, stream bool
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	cf.register(fs)
 	fs.StringVar(&runID, "run", "", "run id (required)")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&stream, "stream", false, "print the call's output to stdout and stderr as it comes, then the result")
 	pos, err := parseMixed(fs, args)
 	if err != nil {
 		return err
 	}
 	if runID == "" || len(pos) < 1 || len(pos) > 2 {
-		return usagef(`usage: sandboxd call --run RUN TOOL ['{"json": "args"}' | -]`)
+		return usagef(`usage: sandboxd call --run RUN [--stream] [--json] TOOL ['{"json": "args"}' | -]`)
 	}
 	var argsJSON json.RawMessage
 	if len(pos) == 2 {
@@ -290,7 +291,14 @@ func runCall(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	if err != nil {
 		return err
 	}
-	res, err := c.CallTool(ctx, runID, pos[0], argsJSON)
+	var res api.ToolResult
+	if stream {
+		live := &liveOutput{stdout: stdout, stderr: stderr}
+		res, err = c.CallToolStream(ctx, runID, pos[0], argsJSON, live.write)
+		live.end()
+	} else {
+		res, err = c.CallTool(ctx, runID, pos[0], argsJSON)
+	}
 	if err != nil {
 		return err
 	}
@@ -312,6 +320,30 @@ func runCall(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 		return errToolFailed
 	}
 	return nil
+}
+
+// liveOutput writes a streamed call's output where it came from.
+type liveOutput struct {
+	stdout, stderr io.Writer
+	open           bool // stdout's last text did not end a line
+}
+
+func (l *liveOutput) write(ev api.OutputEvent) {
+	w := l.stdout
+	if ev.Stream == "stderr" {
+		w = l.stderr
+	} else {
+		l.open = !strings.HasSuffix(ev.Text, "\n")
+	}
+	io.WriteString(w, ev.Text)
+}
+
+// end finishes a line the output left open, so the result starts on its own.
+func (l *liveOutput) end() {
+	if l.open {
+		io.WriteString(l.stdout, "\n")
+		l.open = false
+	}
 }
 
 // multiFlag collects a repeatable string flag.

@@ -28,6 +28,10 @@ func (echoTool) Call(ctx context.Context, env *tools.Env, args json.RawMessage) 
 	if a.Text == "fail" {
 		return tools.Error("asked to fail"), nil
 	}
+	if a.Text == "talk" { // live output, for call --stream
+		tools.EmitOutput(ctx, tools.StreamStdout, "partial")
+		tools.EmitOutput(ctx, tools.StreamStderr, "warn\n")
+	}
 	return tools.Text("echo: " + a.Text), nil
 }
 

@@ -29,7 +29,7 @@ Usage:
                       [--space ID] [--approval auto|ask] [--parent RUN]
   sandboxd run delete RUN
   sandboxd tools --run RUN
-  sandboxd call --run RUN TOOL ['{"json": "args"}' | -]
+  sandboxd call --run RUN [--stream] [--json] TOOL ['{"json": "args"}' | -]
   sandboxd version
 
 Client commands take --addr (default $SANDBOXD_ADDR or http://127.0.0.1:7788) and a token from
@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "tools":
 		err = runTools(ctx, args[1:], stdout)
 	case "call":
-		err = runCall(ctx, args[1:], stdin, stdout)
+		err = runCall(ctx, args[1:], stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "sandboxd %s (%s)\n", version, runtime.Version())
 		return 0

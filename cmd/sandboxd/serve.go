@@ -175,6 +175,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		api.WithLogger(log), api.WithRuns(runs), api.WithObserver(m), api.WithPinger(pinger), api.WithGatherer(reg),
 		api.WithHostPaths(hostPaths), api.WithDefaultImage(cfg.DefaultImage),
 		api.WithBodyLimits(cfg.Limits.MaxBodyBytes, cfg.Limits.MaxToolBodyBytes),
+		api.WithToolStream(cfg.Limits.StreamHeartbeat.D(), cfg.Limits.MaxStreamBytes),
 		api.WithEnvHooks(w.envHooks...),
 	}, w.apiOpts...)
 	var handler http.Handler = api.New(mgr, registry, auth, apiOpts...)

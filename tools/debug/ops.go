@@ -9,6 +9,7 @@ import (
 	godap "github.com/google/go-dap"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/tools"
 )
 
 func (c *call) adapters(ctx context.Context) (string, error) {
@@ -205,6 +206,7 @@ func (c *call) begin(ctx context.Context, p *plan) (string, error) {
 	}
 	c.sv.adopt(c.key, s)
 	c.sv.log.Info("debug session started", "adapter", s.adapter, "session", s.id)
+	defer s.showOutput(tools.OutputSinkFrom(ctx))()
 	c.waitRun(ctx, s, 0)
 	var b strings.Builder
 	verb := "Launched"
@@ -305,6 +307,10 @@ func (c *call) move(ctx context.Context, op string) (string, error) {
 		s.stop = nil
 	}
 	s.mu.Unlock()
+	if op == "continue" {
+		// Before the request: the program may print the moment it runs.
+		defer s.showOutput(tools.OutputSinkFrom(ctx))()
+	}
 	if err := s.conn.Do(rctx, command, map[string]any{"threadId": tid}, nil); err != nil {
 		if op == "pause" {
 			s.mu.Lock()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/debug/dap"
 )
 
@@ -81,6 +82,7 @@ type session struct {
 	pausing     bool              // a pause was sent and its stop has not come
 	modules     map[string]string // module id -> name, from module events
 	armed       map[string]int    // file -> breakpoints the adapter verified there
+	live        tools.OutputSink  // the waiting call's, while a continue waits (liveoutput.go)
 }
 
 func newSession(id, adapter string, ag *agent.Client) *session {
@@ -160,6 +162,7 @@ func (s *session) Event(m *dap.Message) {
 				s.out = append(s.out[:0], s.out[over:]...)
 				s.outDropped += over
 			}
+			s.showLiveLocked(b.Category, b.Output)
 			s.mu.Unlock()
 		}
 	}

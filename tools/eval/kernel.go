@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/tools"
 )
 
 // message is one line of the kernel protocol (both directions).
@@ -282,6 +283,7 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 	res := cellRun{out: out, budget: budget, started: start}
 	if pre := k.takeFdOut(); len(pre) > 0 && k.cellFdOut() {
 		out.stream("stdout", string(pre))
+		tools.EmitOutput(ctx, "stdout", string(pre))
 	}
 	if err := k.send(message{Type: "execute", ID: id, Code: code}); err != nil {
 		res.end = endGone
@@ -325,6 +327,7 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 			switch m.Type {
 			case "stream":
 				out.stream(m.Name, m.Text)
+				tools.EmitOutput(ctx, m.Name, m.Text)
 			case "display":
 				out.display(m.Data)
 			case "tool_call":
@@ -349,6 +352,7 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 				if k.cellFdOut() {
 					if fd := k.takeFdOut(); len(fd) > 0 {
 						out.stream("stdout", string(fd))
+						tools.EmitOutput(ctx, "stdout", string(fd))
 					}
 				}
 				res.status, res.errText, res.count = m.Status, m.Error, m.ExecutionCount

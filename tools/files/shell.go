@@ -83,12 +83,18 @@ func (t *shellTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	// The agent enforces the timeout; the extra minute only bounds a lost answer.
 	ectx, cancel := context.WithTimeout(ctx, timeout+time.Minute)
 	defer cancel()
-	out, err := conn.Agent.Exec(ectx, &proto.ExecRequest{
+	req := &proto.ExecRequest{
 		Argv:     []string{"/bin/sh", "-c", shellScript, "sh", a.Command},
 		Dir:      st.Path,
 		Timeout:  timeout,
 		MaxBytes: t.c.shellOutput,
-	})
+	}
+	var out *proto.ExecResponse
+	if sink := tools.OutputSinkFrom(ctx); sink != nil {
+		out, err = conn.Agent.ExecStream(ectx, req, liveShell(sink))
+	} else {
+		out, err = conn.Agent.Exec(ectx, req)
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -101,6 +101,7 @@ type worker struct {
 	cancel  context.CancelFunc
 	killed  bool          // the current attempt was ended by kill, send or run end
 	settled chan struct{} // closed when the current attempt settles
+	live    workerLive    // the output, to the vibe_wait calls that stream it
 }
 
 // NewManager returns a manager; it starts nothing until a worker spawns.
@@ -204,6 +205,7 @@ func (m *Manager) startLocked(w *worker) error {
 		labels: map[string]string{"sandboxd.worker": w.id, "sandboxd.run": w.parent, "sandboxd.child-run": w.child.ID},
 	}
 	spec.attempt = w.attempt
+	spec.live = w.live.write
 	attempt, settled := w.attempt, w.settled
 	m.attempts.Add(1)
 	go func() {
@@ -355,6 +357,7 @@ func (m *Manager) Wait(ctx context.Context, parent, id string, timeout time.Dura
 	}
 	settled := w.settled
 	m.mu.Unlock()
+	defer w.live.watch(tools.OutputSinkFrom(ctx))()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {

@@ -35,6 +35,7 @@ type attemptSpec struct {
 	stdin   string
 	labels  map[string]string
 	attempt int
+	live    func(stream string, p []byte) // gets the output as it comes (nil: none)
 }
 
 // attemptResult is how an execution ended.
@@ -105,7 +106,7 @@ func sandboxRunner(a *agent.Client) runner {
 		for _, sc := range []struct {
 			name string
 			dst  io.Writer
-		}{{"stdout", out}, {"stderr", errb}} {
+		}{{"stdout", tee(s.live, "stdout", out)}, {"stderr", tee(s.live, "stderr", errb)}} {
 			st, err := a.Attach(ctx, info.ID, sc.name)
 			if err != nil {
 				kill()
@@ -175,7 +176,7 @@ func hostRunner(baseEnv []string) runner {
 		}
 		cmd.Stdin = strings.NewReader(s.stdin)
 		out, errb := &tailBuffer{max: maxResultBytes}, &tailBuffer{max: maxStderrBytes}
-		cmd.Stdout, cmd.Stderr = out, errb
+		cmd.Stdout, cmd.Stderr = tee(s.live, "stdout", out), tee(s.live, "stderr", errb)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		cmd.WaitDelay = killGrace
