@@ -38,6 +38,9 @@ type Pattern struct {
 	names   []string    // capturing names, in order of first appearance
 	tokens  [][]byte    // literal leaves every match contains, rarest guess first
 	dotted  [][2][]byte // literal `a.b` member accesses every match contains
+	// absorbed is the terminator the rung added and the pattern's node
+	// took in (Context.Absorb); matches are reported without it.
+	absorbed []byte
 }
 
 // key identifies the pattern for the result cache.
@@ -91,13 +94,21 @@ func Compile(ctx context.Context, l *Language, pattern string) (*Pattern, error)
 				continue
 			}
 			root := outermost(t, s, e)
+			absorbed := false
+			if root < 0 && c.Absorb != "" && strings.HasPrefix(src[e:], c.Absorb) {
+				root, absorbed = outermost(t, s, e+uint32(len(c.Absorb))), true
+			}
 			if root < 0 {
 				if firstFail == "" {
 					firstFail = "it does not form one syntax node (give a single statement, expression or declaration)"
 				}
 				continue
 			}
-			return build(l, pattern, c.Name, t, root, metas), nil
+			pat := build(l, pattern, c.Name, t, root, metas)
+			if absorbed {
+				pat.absorbed = []byte(c.Absorb)
+			}
+			return pat, nil
 		}
 	}
 	return nil, errdefs.InvalidArgument("the pattern is unparseable as %s in every context tried (%s): %s; fix the fragment so it is valid %s code, with $NAME where any node may stand",
