@@ -31,8 +31,10 @@ fi
 tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 tgz=$tmp/tree-sitter-dart-$version.tgz
+from=$url
 if [ -n "${DART_GRAMMAR_TARBALL:-}" ]; then
-	cp "$DART_GRAMMAR_TARBALL" "$tgz"
+	from=$DART_GRAMMAR_TARBALL
+	cp "$DART_GRAMMAR_TARBALL" "$tgz" || die "cannot read DART_GRAMMAR_TARBALL=$DART_GRAMMAR_TARBALL"
 elif command -v curl >/dev/null 2>&1; then
 	curl -fsSL --retry 3 --connect-timeout 20 --max-time 300 -o "$tgz" "$url" ||
 		die "cannot download $url; check the network (the npm registry must be reachable) or set DART_GRAMMAR_TARBALL to a local copy"
@@ -46,7 +48,7 @@ fi
 # npm's integrity is the base64 of the tarball's SHA-512.
 want=$(printf '%s' "${integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')
 got=$(sha512sum "$tgz" | cut -d' ' -f1)
-[ "$got" = "$want" ] || die "$url does not match the pinned integrity $integrity (sha512 $got); the download is corrupt or the package was replaced, so nothing was extracted"
+[ "$got" = "$want" ] || die "$from does not match the pinned integrity $integrity (sha512 $got); the download is corrupt or the package was replaced, so nothing was extracted"
 
 tar -xzf "$tgz" -C "$tmp" package/LICENSE package/src/parser.c package/src/scanner.c package/src/tree_sitter ||
 	die "the tarball lacks package/src/parser.c, scanner.c or tree_sitter/; it is not the tree-sitter-dart $version this build expects"
