@@ -68,7 +68,7 @@ func checkABI(grammar string, abi uint32) error {
 // with one of the wrong ABI). name may be an alias; ok is false for a
 // language that is registered or unknown.
 func (r *Registry) Unavailable(name string) (reason string, ok bool) {
-	if n, _ := normalize(name); n != "dart" || r.byName["dart"] != nil {
+	if normalize(name) != "dart" || r.byName["dart"] != nil {
 		return "", false
 	}
 	if _, err := dartGrammar(); err != nil {
@@ -85,11 +85,11 @@ func (r *Registry) UnavailableForPath(p string) (string, bool) {
 	return "", false
 }
 
-// normalize lowers a language name and resolves aliases.
-func normalize(name string) (string, bool) {
+// normalize lowers a language name and resolves aliases, as Lookup does.
+func normalize(name string) string {
 	n := strings.ToLower(strings.TrimSpace(name))
 	if a, ok := aliases[n]; ok {
-		return a, true
+		return a
 	}
-	return n, false
+	return n
 }
