@@ -83,3 +83,28 @@ func TestRenameRefusalWording(t *testing.T) {
 		}
 	}
 }
+
+// tsserver, asked to prepare a rename at the keyword of `const sq = ...`,
+// may answer with the range of `sq`: the rename is refused rather than
+// applied to another name.
+func TestPreparedRangeElsewhereIsRefused(t *testing.T) {
+	doc := newDocument("import x;\nconst größe = newSquare(2);\n")
+	at := Position{Line: 1, Character: 0}
+	for _, c := range []struct {
+		raw  string
+		pos  Position
+		want string
+		off  bool
+	}{
+		{`{"start":{"line":1,"character":6},"end":{"line":1,"character":11}}`, at, "größe", true},
+		{`{"range":{"start":{"line":1,"character":6},"end":{"line":1,"character":11}},"placeholder":"größe"}`, at, "größe", true},
+		{`{"start":{"line":1,"character":0},"end":{"line":1,"character":5}}`, at, "", false},
+		{`{"start":{"line":1,"character":6},"end":{"line":1,"character":11}}`, Position{Line: 1, Character: 8}, "", false},
+		{`{"defaultBehavior":true}`, at, "", false},
+	} {
+		got, off := preparedElsewhere([]byte(c.raw), c.pos, doc, encUTF16)
+		if got != c.want || off != c.off {
+			t.Errorf("%s at %v: %q, %v; want %q, %v", c.raw, c.pos, got, off, c.want, c.off)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package lsp
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 )
@@ -37,4 +38,34 @@ func renameRefusal(lang *Language, msg string) string {
 // noRenamable is the refusal when the server finds no symbol to rename.
 func noRenamable(lang *Language) string {
 	return "the " + lang.Name + " server says there is no renamable symbol there (a keyword, literal or comment?)"
+}
+
+// preparedElsewhere reports a prepareRename answer whose range does not
+// hold the position asked about: tsserver, asked at a keyword (`const sq`),
+// answers with the next identifier, and renaming would change that name.
+// It returns the text of the range the server chose.
+func preparedElsewhere(raw []byte, pos Position, doc *document, enc string) (string, bool) {
+	var r struct {
+		Range
+		Nested *Range `json:"range"`
+	}
+	if json.Unmarshal(raw, &r) != nil {
+		return "", false
+	}
+	rg := r.Range
+	if r.Nested != nil {
+		rg = *r.Nested
+	}
+	if rg == (Range{}) {
+		return "", false // {defaultBehavior: true}: the server takes the position as given
+	}
+	before := func(a, b Position) bool { return a.Line < b.Line || a.Line == b.Line && a.Character < b.Character }
+	if !before(pos, rg.Start) && !before(rg.End, pos) {
+		return "", false
+	}
+	from, to := doc.offset(rg.Start, enc), doc.offset(rg.End, enc)
+	if from > to {
+		return "", true
+	}
+	return doc.text[from:to], true
 }

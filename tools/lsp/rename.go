@@ -87,6 +87,9 @@ func (t *renameTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessa
 			if r := strings.TrimSpace(string(raw)); r == "" || r == "null" {
 				return userErrorf("%q on line %d of %s cannot be renamed: %s", old, a.Line, s.rel(tg.abs), noRenamable(tg.lang))
 			}
+			if elsewhere, ok := preparedElsewhere(raw, pos, doc, srv.enc); ok {
+				return userErrorf("%q on line %d of %s cannot be renamed: %s; the server would rename %q instead", old, a.Line, s.rel(tg.abs), noRenamable(tg.lang), elsewhere)
+			}
 		}
 		var we WorkspaceEdit
 		raw, err := srv.conn.CallRaw(ctx, "textDocument/rename", map[string]any{"textDocument": td, "position": pos, "newName": a.NewName})
