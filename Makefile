@@ -7,6 +7,14 @@ export PATH := $(PATH):/usr/local/go/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
+# The Dart grammar (npm tree-sitter-dart, fetched and verified into .cache/ by
+# scripts/fetch-dart-grammar.sh) is compiled into bin/sandboxd under the build
+# tag `dart`; DART=0 builds without it (ast_grep then says Dart is not built).
+DART ?= 1
+ifeq ($(DART),1)
+GOTAGS ?= dart
+endif
+
 LISTEN ?= 127.0.0.1:7788
 DATA_DIR ?= ./.data
 # auto: docker when an engine answers, else host.
@@ -16,7 +24,7 @@ CONFIG ?=
 .PHONY: help build images images-sandboxd images-verify run test lint bench cluster-up cluster-deploy cluster-down kind-e2e clean clean-cache
 
 help:
-	@echo 'make build          bin/sandboxd and bin/sandbox-agent (static)'
+	@echo 'make build          bin/sandboxd (with the Dart grammar, fetched from npm; DART=0 without) and bin/sandbox-agent (static)'
 	@echo 'make images         the sandbox image sandboxd-sandbox:latest (cached; FORCE=1 rebuilds)'
 	@echo 'make images-verify  check the tools inside sandboxd-sandbox:latest'
 	@echo 'make images-sandboxd  sandboxd:latest (sandboxd + sandbox-agent, for Kubernetes; cached)'
@@ -28,12 +36,15 @@ help:
 	@echo 'make cluster-down   remove that release and tear the cluster down, leaving nothing running'
 	@echo 'make kind-e2e       the cluster suites on a kind cluster (where kind can pull its node image)'
 	@echo 'make bench          run the benchmark and rewrite BENCHMARKS.md'
-	@echo 'make clean          remove bin/ and artifacts/; make clean-cache also drops images/.cache/'
+	@echo 'make clean          remove bin/ and artifacts/; make clean-cache also drops images/.cache/ and .cache/'
 
 # Always handed to go build: its own cache decides what is stale.
 build:
 	@mkdir -p bin
-	$(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o bin/sandboxd ./cmd/sandboxd
+ifeq ($(DART),1)
+	@scripts/fetch-dart-grammar.sh >/dev/null
+endif
+	$(GO) build -trimpath -tags '$(GOTAGS)' -ldflags '-s -w $(LDFLAGS)' -o bin/sandboxd ./cmd/sandboxd
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o bin/sandbox-agent ./cmd/sandbox-agent
 
 images:
@@ -89,4 +100,4 @@ clean:
 	rm -rf bin artifacts
 
 clean-cache:
-	rm -rf images/.cache
+	rm -rf images/.cache .cache

@@ -36,7 +36,8 @@ as_root() {
 
 installed() { [[ $(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null) == installed ]]; }
 
-packages=(docker.io debootstrap git make gcc libc6-dev ca-certificates procps)
+# curl: make build fetches the Dart grammar from the npm registry (scripts/fetch-dart-grammar.sh).
+packages=(docker.io debootstrap git make gcc libc6-dev ca-certificates procps curl)
 missing=()
 for p in "${packages[@]}"; do
 	installed "$p" || missing+=("$p")

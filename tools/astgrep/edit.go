@@ -32,7 +32,7 @@ func (t *editTool) Spec() tools.Spec {
     "pattern":  {"type": "string", "minLength": 1, "description": "Code fragment to find, with metavariables ($NAME, $$$NAME, $_)."},
     "rewrite":  {"type": "string", "description": "Replacement code; $NAME and $$$NAME are replaced by what they captured. May be empty to delete the matches."},
     "path":     {"type": "string", "description": "File or directory: relative to the working directory, or absolute inside the workspace (default: the whole workspace)."},
-    "language": {"type": "string", "description": "Grammar: go, python, javascript, typescript, tsx, rust, java, c, cpp, ruby or bash (no Dart grammar is available). Inferred from a file's extension; required for a directory."}
+    "language": {"type": "string", "description": ` + jsonString(grammarHelp(t.c.eng.Registry())) + `}
   },
   "required": ["pattern", "rewrite"],
   "additionalProperties": false

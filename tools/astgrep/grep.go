@@ -20,7 +20,7 @@ func (t *grepTool) Spec() tools.Spec {
 		Name: "ast_grep",
 		Description: "Search code by its syntax-tree shape rather than its text, with tree-sitter grammars. The pattern is a code fragment " +
 			"in the files' language: " + patternHelp + " Example (Go): `fmt.Errorf($MSG, $$$ARGS)`; (Python): `open($F).read()`. " +
-			"path defaults to the whole workspace; for a directory give language (go, python, javascript, typescript, tsx, rust, java, c, cpp, ruby, bash). " +
+			"path defaults to the whole workspace; for a directory give language (" + strings.Join(t.c.eng.Registry().Names(), ", ") + "). " +
 			"Respects .gitignore (the result names the directories not searched and why) and skips binary and very large files. Results are path:line, the matched code and the captures. " +
 			"A pattern that does not parse is reported as unparseable, never searched silently; fix it rather than falling back to text search.",
 		Level:        tools.LevelRead,
@@ -30,7 +30,7 @@ func (t *grepTool) Spec() tools.Spec {
   "properties": {
     "pattern":     {"type": "string", "minLength": 1, "description": "Code fragment with metavariables ($NAME, $$$NAME, $_), e.g. ` + "`if err != nil { return $$$ }`" + `."},
     "path":        {"type": "string", "description": "File or directory to search: relative to the working directory, or absolute inside the workspace (default: the whole workspace)."},
-    "language":    {"type": "string", "description": "Grammar: go, python, javascript, typescript, tsx, rust, java, c, cpp, ruby or bash (no Dart grammar is available). Inferred from a file's extension; required for a directory."},
+    "language":    {"type": "string", "description": ` + jsonString(grammarHelp(t.c.eng.Registry())) + `},
     "max_results": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Matches to show (default 50); the rest are counted."}
   },
   "required": ["pattern"],

@@ -2,6 +2,7 @@ package astgrep
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -83,11 +84,17 @@ func (c *config) findTarget(ctx context.Context, src *agentSource, abs, langArg 
 	if langArg != "" {
 		l, ok := reg.Lookup(langArg)
 		if !ok {
+			if why, missing := reg.Unavailable(langArg); missing {
+				return nil, fmt.Sprintf("language %q is not in this build: %s", langArg, why), nil
+			}
 			return nil, fmt.Sprintf("language %q is not a shipped grammar; use one of: %s", langArg, langList(reg)), nil
 		}
 		t.lang = l
 	} else if !st.IsDir {
 		l, ok := reg.ForPath(abs)
+		if why, missing := reg.UnavailableForPath(abs); !ok && missing {
+			return nil, fmt.Sprintf("%s is Dart, which is not in this build: %s", abs, why), nil
+		}
 		if !ok {
 			return nil, fmt.Sprintf("cannot tell the language of %s from its extension; give language, one of: %s", abs, langList(reg)), nil
 		}
@@ -156,7 +163,29 @@ func (t *target) skippedNote() string {
 
 func errdefsNotFound(err error) bool { return errors.Is(err, errdefs.ErrNotFound) }
 
-// langList names the grammars for an error, and why Dart is not among them.
+// langList names the grammars for an error, and why Dart is not among
+// them when this binary lacks its grammar.
 func langList(reg *engine.Registry) string {
-	return strings.Join(reg.Names(), ", ") + " (Dart is not available: no Go module of a Dart grammar can be had)"
+	out := strings.Join(reg.Names(), ", ")
+	if why, missing := reg.Unavailable("dart"); missing {
+		out += " (no dart: " + why + ")"
+	}
+	return out
+}
+
+// grammarHelp is the language field's description in the tools' schemas:
+// the grammars of this build, and why Dart is not one when it is not.
+func grammarHelp(reg *engine.Registry) string {
+	names := reg.Names()
+	out := "Grammar: " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	if why, missing := reg.Unavailable("dart"); missing {
+		out += " (no dart: " + why + ")"
+	}
+	return out + ". Inferred from a file's extension; required for a directory."
+}
+
+// jsonString quotes s for a JSON schema built as text.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -86,7 +86,7 @@ func TestGrepErrorsSayWhatToDo(t *testing.T) {
 		wants []string
 	}{
 		{map[string]any{"pattern": "f($X)"}, []string{"directory", "give language", "go", "python", "bash"}},
-		{map[string]any{"pattern": "f($X)", "language": "dart"}, []string{"not a shipped grammar", "Dart is not available"}},
+		{map[string]any{"pattern": "f($X)", "language": "cobol"}, []string{"not a shipped grammar", "use one of", "go", "bash"}},
 		{map[string]any{"pattern": "f($X)", "path": "notes.txt"}, []string{"cannot tell the language", "give language"}},
 		{map[string]any{"pattern": "func (", "path": "a.go"}, []string{"unparseable as go", "line 1"}},
 		{map[string]any{"pattern": "f($X)", "path": "../x.go"}, []string{"outside the workspace"}},

@@ -26,17 +26,31 @@ type adapterInfo struct {
 	language string
 	markers  []string
 	binaries []string
+	// sdk, when set, is what provides the executables and the command an
+	// adapter runs, for the message when none is found (the Dart SDK is
+	// not in the sandbox image).
+	sdk string
 }
 
 // adapterTable is the fixed adapter table, in the order adapters lists it.
 func adapterTable() []adapterInfo {
 	return []adapterInfo{
-		{adapterDebugpy, "Python", []string{"pyproject.toml", "setup.py", "requirements.txt"}, []string{"python3"}},
-		{adapterDelve, "Go", []string{"go.mod"}, []string{"dlv"}},
+		{adapterDebugpy, "Python", []string{"pyproject.toml", "setup.py", "requirements.txt"}, []string{"python3"}, ""},
+		{adapterDelve, "Go", []string{"go.mod"}, []string{"dlv"}, ""},
 		{adapterLLDB, "C, C++ and Rust", []string{"Cargo.toml", "CMakeLists.txt"},
-			[]string{"lldb-dap", "lldb-vscode", "lldb-dap-19", "lldb-dap-18", "lldb-vscode-17", "lldb-vscode-16", "lldb-vscode-15", "lldb-vscode-14"}},
-		{adapterDart, "Dart", []string{"pubspec.yaml"}, []string{"dart"}},
+			[]string{"lldb-dap", "lldb-vscode", "lldb-dap-19", "lldb-dap-18", "lldb-vscode-17", "lldb-vscode-16", "lldb-vscode-15", "lldb-vscode-14"}, ""},
+		{adapterDart, "Dart", []string{"pubspec.yaml"}, []string{"dart"}, "the Dart SDK (for `dart debug_adapter`)"},
 	}
+}
+
+// notFound says which executables are not on $PATH and, where one SDK
+// provides them, that the SDK is what is missing.
+func (a adapterInfo) notFound() string {
+	out := strings.Join(a.binaries, " or ") + " not on $PATH"
+	if a.sdk != "" {
+		out += ": " + a.sdk + " is not installed in the sandbox"
+	}
+	return out
 }
 
 func lookupAdapter(name string) adapterInfo {
@@ -200,7 +214,7 @@ func describeAdapters(p *probe, root string) string {
 		dir, marker := p.marker(a)
 		var missing, present []string
 		if bin == "" {
-			missing = append(missing, "executable ("+strings.Join(a.binaries, " or ")+" not on $PATH)")
+			missing = append(missing, "executable ("+a.notFound()+")")
 		} else {
 			present = append(present, "executable "+bin)
 		}

@@ -180,7 +180,7 @@ func (c *call) launch(ctx context.Context) (string, error) {
 	case adapterLLDB, adapterDart:
 		bin := pr.binary(info)
 		if bin == "" {
-			return "", userf("The %s adapter is not installed in the sandbox (looked for %s on $PATH).", name, strings.Join(info.binaries, ", "))
+			return "", userf("The %s adapter is not installed in the sandbox (%s).", name, info.notFound())
 		}
 		p.argv = []string{bin}
 		if name == adapterDart {

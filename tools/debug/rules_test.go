@@ -110,7 +110,7 @@ func TestAttachDebugpy(t *testing.T) {
 // the image, and a directory without markers has no usable adapter.
 func TestAdaptersReportMissing(t *testing.T) {
 	h := newHarness(t)
-	text := h.ok(op("adapters"), "dart (Dart): NOT usable", "missing: executable (dart", "root marker (pubspec.yaml)")
+	text := h.ok(op("adapters"), "dart (Dart): NOT usable", "missing: executable (dart not on $PATH: the Dart SDK (for `dart debug_adapter`) is not installed in the sandbox)", "root marker (pubspec.yaml)")
 	if !strings.Contains(text, "debugpy (Python): NOT usable") || !strings.Contains(text, "missing: root marker (pyproject.toml, setup.py, requirements.txt)") ||
 		!strings.Contains(text, "present: executable /usr/bin/python3, debugpy importable") {
 		t.Errorf("debugpy line is wrong:\n%s", text)
@@ -122,7 +122,7 @@ func TestAdaptersReportMissing(t *testing.T) {
 	h.bad(op("launch", "program", "prog.py"), "needs a root marker (pyproject.toml, setup.py, requirements.txt)")
 	h.put("pubspec.yaml", "name: x\n")
 	h.put("main.dart", "void main() {}\n")
-	h.bad(op("launch", "program", "main.dart"), "dart adapter is not installed")
+	h.bad(op("launch", "program", "main.dart"), "The dart adapter is not installed in the sandbox (dart not on $PATH: the Dart SDK (for `dart debug_adapter`) is not installed in the sandbox)")
 	h.bad(op("launch", "program", "nope.py"), "does not exist")
 	h.bad(op("stack"), "No debug session")
 }

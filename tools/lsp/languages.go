@@ -27,6 +27,12 @@ type Language struct {
 	// Quiet is how long a write waits after the last publish for another
 	// (gopls publishes type errors first and analysis a moment later).
 	Quiet int // milliseconds
+	// RootHint says how to make a root marker, for the error when a file
+	// has none above it; empty gives a generic sentence.
+	RootHint string
+	// SDK, when set, names what provides the server's binary, for the
+	// message when it is missing (the Dart SDK is not in the sandbox image).
+	SDK string
 }
 
 // languageID is the languageId of a file with this extension.
@@ -54,6 +60,7 @@ func DefaultLanguages() []*Language {
 			InitOptions: map[string]any{"diagnosticsDelay": "0s"},
 			Checker:     []string{"go", "vet", "./..."},
 			Quiet:       150,
+			RootHint:    "create one with `go mod init <module path>`",
 		},
 		{
 			Name:       "python",
@@ -62,6 +69,7 @@ func DefaultLanguages() []*Language {
 			DefaultID: "python",
 			Checker:   []string{"pyright"},
 			Quiet:     300,
+			RootHint:  "create a pyproject.toml (or a requirements.txt) at the project's top",
 		},
 		{
 			Name: "typescript", Commands: [][]string{{"typescript-language-server", "--stdio"}},
@@ -76,7 +84,8 @@ func DefaultLanguages() []*Language {
 			Checker:     []string{"tsc", "--noEmit", "-p", "."},
 			// Publishes are unversioned and come per check kind (syntax,
 			// then semantic, then suggestions): wait out the whole series.
-			Quiet: 1000,
+			Quiet:    1000,
+			RootHint: "create a tsconfig.json (`npx tsc --init`) or a package.json (`npm init -y`) at the project's top",
 		},
 		{
 			Name: "c", Commands: [][]string{{"clangd"}, {"clangd-16"}},
@@ -85,14 +94,19 @@ func DefaultLanguages() []*Language {
 			LanguageIDs: map[string]string{".c": "c", ".h": "c"},
 			DefaultID:   "cpp",
 			Quiet:       300,
+			RootHint: "generate a compile_commands.json at the project's top (e.g. `bear -- make`, or `cmake -B build -DCMAKE_EXPORT_COMPILE_COMMANDS=ON` " +
+				"and copy build/compile_commands.json up) or add a CMakeLists.txt",
 		},
 		{
 			Name: "rust", Commands: [][]string{{"rust-analyzer"}}, Extensions: []string{".rs"}, RootMarkers: []string{"Cargo.toml"},
 			DefaultID: "rust", Checker: []string{"cargo", "check", "--quiet"}, Quiet: 400,
+			RootHint: "create one with `cargo init`",
 		},
 		{
 			Name: "dart", Commands: [][]string{{"dart", "language-server"}}, Extensions: []string{".dart"}, RootMarkers: []string{"pubspec.yaml"},
 			DefaultID: "dart", Checker: []string{"dart", "analyze"}, Quiet: 300,
+			RootHint: "create a pubspec.yaml at the package's top (`dart create` makes one)",
+			SDK:      "the Dart SDK (for `dart language-server`)",
 		},
 	}
 }

@@ -80,12 +80,15 @@ func (t *renameTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessa
 			if err != nil {
 				var ue *userError
 				if e := serverError(tg.lang, "rename", err); errors.As(e, &ue) {
-					return userErrorf("%q on line %d cannot be renamed: %s", old, a.Line, strings.TrimPrefix(ue.msg, "the "+tg.lang.Name+" language server could not answer rename: "))
+					return userErrorf("%q on line %d of %s cannot be renamed: %s", old, a.Line, s.rel(tg.abs), renameRefusal(tg.lang, ue.msg))
 				}
 				return err
 			}
 			if r := strings.TrimSpace(string(raw)); r == "" || r == "null" {
-				return userErrorf("%q on line %d of %s cannot be renamed: the %s server says there is no renamable symbol there (a keyword, literal or comment?)", old, a.Line, s.rel(tg.abs), tg.lang.Name)
+				return userErrorf("%q on line %d of %s cannot be renamed: %s", old, a.Line, s.rel(tg.abs), noRenamable(tg.lang))
+			}
+			if elsewhere, ok := preparedElsewhere(raw, pos, doc, srv.enc); ok {
+				return userErrorf("%q on line %d of %s cannot be renamed: %s; the server would rename %q instead", old, a.Line, s.rel(tg.abs), noRenamable(tg.lang), elsewhere)
 			}
 		}
 		var we WorkspaceEdit
@@ -93,7 +96,7 @@ func (t *renameTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessa
 		if err != nil {
 			var ue *userError
 			if e := serverError(tg.lang, "rename", err); errors.As(e, &ue) {
-				return userErrorf("%q on line %d cannot be renamed to %q: %s", old, a.Line, a.NewName, strings.TrimPrefix(ue.msg, "the "+tg.lang.Name+" language server could not answer rename: "))
+				return userErrorf("%q on line %d of %s cannot be renamed to %q: %s", old, a.Line, s.rel(tg.abs), a.NewName, renameRefusal(tg.lang, ue.msg))
 			}
 			return err
 		}

@@ -184,7 +184,7 @@ func (s *server) initialize(ctx context.Context, pid int) error {
 		s.enc = encUTF16
 	}
 	if res.ServerInfo != nil {
-		s.info = strings.TrimSpace(res.ServerInfo.Name + " " + res.ServerInfo.Version)
+		s.info = serverLabel(res.ServerInfo.Name, res.ServerInfo.Version)
 	}
 	return s.conn.Notify("initialized", map[string]any{})
 }

@@ -76,8 +76,8 @@ func (s *session) target(ctx context.Context, file string) (*fileTarget, error) 
 		return nil, err
 	}
 	if root == "" {
-		return nil, userErrorf("no %s root marker (%s) at or above %s inside the workspace, so the %s server does not start; create one (for Go: go mod init) or call lsp with action \"status\"",
-			lang.Name, strings.Join(lang.RootMarkers, ", "), s.rel(path.Dir(abs)), lang.Name)
+		return nil, userErrorf("no %s root marker (%s) at or above %s inside the workspace, so the %s server does not start; %s, or call lsp with action \"status\"",
+			lang.Name, strings.Join(lang.RootMarkers, ", "), s.rel(path.Dir(abs)), lang.Name, rootHint(lang))
 	}
 	return &fileTarget{abs: abs, lang: lang, root: root}, nil
 }

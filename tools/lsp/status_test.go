@@ -36,7 +36,16 @@ func TestStatusSaysWhatIsMissing(t *testing.T) {
 		`- rust: cannot start: no root marker (Cargo.toml) at or above loose; binary "rust-analyzer" not found`)
 	// A running server is listed per root.
 	bx.ok("lsp", nav("hover", "goproj/main.go", 14, "sq"), "Square")
-	bx.ok("lsp", map[string]any{"action": "status"}, "- go: gopls", "for root goproj (ready")
+	status := bx.ok("lsp", map[string]any{"action": "status"}, "- go: gopls v", "for root goproj (ready")
+	// gopls's version is its build information as JSON; status shows the
+	// name, version, root and state only.
+	for _, l := range strings.Split(status, "\n") {
+		if strings.HasPrefix(l, "- go: gopls") && (strings.Contains(l, "{") || len(l) > 200) {
+			t.Errorf("the running gopls is described as:\n%s", l)
+		}
+	}
+	bx.ok("lsp", map[string]any{"action": "status", "file": "loose/notes.go"},
+		"- dart: cannot start: no root marker (pubspec.yaml) at or above loose; binary \"dart\" not found on the sandbox's PATH: the Dart SDK (for `dart language-server`) is not installed in the sandbox")
 }
 
 func TestCrashedServerRestarts(t *testing.T) {

@@ -330,7 +330,7 @@ func (s *supervisor) binary(ctx context.Context, lang *Language) (argv []string,
 			return argv, "", nil
 		}
 	}
-	return nil, fmt.Sprintf("binary %s not found on the sandbox's PATH", strings.Join(quoteAll(names), " or ")), nil
+	return nil, missingBinary(lang, names), nil
 }
 
 // findRoot is the nearest directory at or above dir, inside the workspace,

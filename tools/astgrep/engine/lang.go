@@ -44,6 +44,12 @@ type Context struct {
 	// Indent, when set, is put before every line of a multi-line fragment
 	// after the first (Python's block bodies need it).
 	Indent string
+	// Absorb, when set, is the terminator the template puts right after the
+	// fragment that the fragment's node may end with: a Dart statement is
+	// no node without its `;`, so `dispose($X)` is found as the statement
+	// `dispose($X);`, and a match is reported without the `;` the user
+	// did not write.
+	Absorb string
 }
 
 // hole marks where a fragment goes in a Context template.
@@ -59,8 +65,8 @@ const bashPlaceholder = "__ag"
 
 func ctx(name, tmpl string) Context { return Context{Name: name, Template: tmpl} }
 
-// languages returns the shipped grammars. Dart is absent: no Go module of a
-// Dart grammar can be had from the module proxy this project builds from.
+// languages returns the grammars of Go modules; Dart, built from npm
+// sources, comes from dartLanguages (lang_dart.go).
 func languages() []*Language {
 	cLike := func(member string) []Context {
 		return []Context{
@@ -148,7 +154,7 @@ type Registry struct {
 // NewRegistry loads every shipped grammar.
 func NewRegistry() *Registry {
 	r := &Registry{byName: map[string]*Language{}, byExt: map[string]*Language{}}
-	for _, l := range languages() {
+	for _, l := range append(languages(), dartLanguages()...) {
 		l.ts = sitter.NewLanguage(l.ptr())
 		r.byName[l.Name] = l
 		r.names = append(r.names, l.Name)

@@ -93,7 +93,8 @@ func (p *Pattern) findAll(t *Tree) []Match {
 
 func (m *matcher) result(i int32) Match {
 	n := &m.t.nodes[i]
-	r := Match{Start: n.start, End: n.end, Line: m.t.line(n.start), EndLine: m.t.line(n.end), Text: string(m.t.Src[n.start:n.end])}
+	end := m.p.trimAbsorbed(m.t, i)
+	r := Match{Start: n.start, End: end, Line: m.t.line(n.start), EndLine: m.t.line(end), Text: string(m.t.Src[n.start:end])}
 	for _, b := range m.env {
 		if b.name == "" || b.name[0] == '_' {
 			continue

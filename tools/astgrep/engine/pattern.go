@@ -43,6 +43,9 @@ type Pattern struct {
 	// alts are the other readings of the fragment (other rungs that
 	// parse it as another kind of node); a match of any is a match.
 	alts []*Pattern
+	// absorbed is the terminator the rung added and the pattern's node
+	// took in (Context.Absorb); matches are reported without it.
+	absorbed []byte
 }
 
 // key identifies the pattern for the result cache.
@@ -104,6 +107,10 @@ func Compile(ctx context.Context, l *Language, pattern string) (*Pattern, error)
 			tier = 2
 		}
 		root := outermost(t, s, e)
+		var absorbed []byte
+		if root < 0 && c.Absorb != "" && strings.HasPrefix(after, c.Absorb) {
+			root, absorbed = outermost(t, s, e+uint32(len(c.Absorb))), []byte(c.Absorb)
+		}
 		if root < 0 && strings.HasPrefix(after, ";") {
 			// The rung's own `;` ends the node: `unsigned int $F : $W`
 			// is a field declaration only with it.
@@ -115,7 +122,9 @@ func Compile(ctx context.Context, l *Language, pattern string) (*Pattern, error)
 			}
 			continue
 		}
-		found = append(found, candidate{p: build(l, pattern, c.Name, t, root, metas), tier: tier})
+		pat := build(l, pattern, c.Name, t, root, metas)
+		pat.absorbed = absorbed
+		found = append(found, candidate{p: pat, tier: tier})
 	}
 	if kept := choose(found); len(kept) > 0 {
 		first := kept[0]
