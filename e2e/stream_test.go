@@ -173,19 +173,26 @@ func TestStreamedToolCalls(t *testing.T) {
 		}
 	})
 
-	t.Run("eval streams a cell", func(t *testing.T) {
-		code := "import time\nprint('first', flush=True)\ntime.sleep(2)\nprint('second')\n'done'"
-		var got []api.OutputEvent
-		res, err := d.Client.CallToolStream(ctx(t), run.ID, "eval", json.RawMessage(mustJSON(t, evalArgs("python", code))), func(ev api.OutputEvent) {
-			got = append(got, ev)
+	// A plain print, unflushed, and console.log before an awaited sleep
+	// reach the stream while the cell still runs: the first event holds the
+	// first line alone.
+	for lang, code := range map[string]string{
+		"python":     "import time\nprint('first')\ntime.sleep(2)\nprint('second')\n'done'",
+		"javascript": "console.log('first');\nawait new Promise(r => setTimeout(r, 2000));\nconsole.log('second');\n'done'",
+	} {
+		t.Run("eval streams a "+lang+" cell", func(t *testing.T) {
+			var got []api.OutputEvent
+			res, err := d.Client.CallToolStream(ctx(t), run.ID, "eval", json.RawMessage(mustJSON(t, evalArgs(lang, code))), func(ev api.OutputEvent) {
+				got = append(got, ev)
+			})
+			if err != nil || res.IsError {
+				t.Fatalf("eval: %v %s", err, res.Text())
+			}
+			if len(got) < 2 || got[0].Text != "first\n" || !strings.Contains(got[len(got)-1].Text, "second") || !strings.Contains(res.Text(), "done") {
+				t.Fatalf("eval output %+v, result %s", got, res.Text())
+			}
 		})
-		if err != nil || res.IsError {
-			t.Fatalf("eval: %v %s", err, res.Text())
-		}
-		if len(got) < 2 || got[0].Text != "first\n" || !strings.Contains(got[len(got)-1].Text, "second") || !strings.Contains(res.Text(), "'done'") {
-			t.Fatalf("eval output %+v, result %s", got, res.Text())
-		}
-	})
+	}
 }
 
 func mustJSON(t *testing.T, v any) []byte {

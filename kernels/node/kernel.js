@@ -41,26 +41,38 @@ function send(msg) {
 
 // ---- output: console and process.stdout/stderr become stream messages ----
 
-const pending = { stdout: [], stderr: [] };
+// Runs of [name, texts] in the order written, so stderr stays between the
+// stdout lines it came between.
+let pending = [];
 let pendingSize = 0;
+// Text that waits FLUSH_AFTER_MS is sent while the event loop is free (an
+// awaited sleep between prints), so a streamed call sees it as it comes.
+const FLUSH_AFTER_MS = 100;
+let flushTimer = null;
 
 function flushStreams() {
-  for (const name of ['stdout', 'stderr']) {
-    if (pending[name].length) {
-      const text = pending[name].join('');
-      pending[name] = [];
-      send({ type: 'stream', name, text });
-    }
+  if (flushTimer) {
+    clearTimeout(flushTimer);
+    flushTimer = null;
   }
+  const runs = pending;
+  pending = [];
   pendingSize = 0;
+  for (const [name, texts] of runs) send({ type: 'stream', name, text: texts.join('') });
 }
 
 function streamWrite(name) {
   return function write(chunk, encoding, cb) {
     const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
-    pending[name].push(text);
+    const last = pending[pending.length - 1];
+    if (last && last[0] === name) last[1].push(text);
+    else pending.push([name, [text]]);
     pendingSize += text.length;
     if (pendingSize >= STREAM_CHUNK) flushStreams();
+    else if (!flushTimer) {
+      flushTimer = setTimeout(flushStreams, FLUSH_AFTER_MS);
+      flushTimer.unref();
+    }
     if (typeof encoding === 'function') encoding();
     else if (typeof cb === 'function') cb();
     return true;

@@ -21,6 +21,7 @@ import signal
 import sys
 import textwrap
 import threading
+import time
 import tokenize
 import traceback
 
@@ -29,6 +30,8 @@ from sandboxd_rich import figure_bundle, figure_of, mime_bundle, patch_pil, redu
 PROTO_IN = 3
 PROTO_OUT = 4
 STREAM_CHUNK = 8192
+# Unsent text older than this (seconds) is sent while a cell runs.
+FLUSH_AFTER = 0.1
 
 
 class Channel:
@@ -71,10 +74,17 @@ class Output:
         self.chan = chan
         self.parts = []  # [name, text] runs
         self.size = 0
-        self.lock = threading.Lock()  # guards parts and size
+        self.since = 0.0  # when the oldest unsent text was written
+        self.lock = threading.Lock()  # guards parts, size and since
+        # Held from taking the runs until they are sent, so text the timer
+        # flushes cannot overtake a display that follows it.
+        self.sending = threading.Lock()
+        threading.Thread(target=self.flush_late, name="sandboxd-output", daemon=True).start()
 
     def add(self, name, text):
         with self.lock:
+            if not self.parts:
+                self.since = time.monotonic()
             if self.parts and self.parts[-1][0] == name:
                 self.parts[-1][1].append(text)
             else:
@@ -85,10 +95,22 @@ class Output:
             self.flush()
 
     def flush(self):
-        with self.lock:
-            parts, self.parts, self.size = self.parts, [], 0
-        for name, texts in parts:
-            self.chan.send({"type": "stream", "name": name, "text": "".join(texts)})
+        with self.sending:
+            with self.lock:
+                parts, self.parts, self.size = self.parts, [], 0
+            for name, texts in parts:
+                self.chan.send({"type": "stream", "name": name, "text": "".join(texts)})
+
+    def flush_late(self):
+        """Sends text that waited FLUSH_AFTER while a cell runs, so a slow
+        print loop reaches a streamed call as it prints, not at the end.
+        Between cells text waits for the next one, which owns it."""
+        while True:
+            time.sleep(FLUSH_AFTER / 2)
+            with self.lock:
+                due = self.parts and time.monotonic() - self.since >= FLUSH_AFTER
+            if due and self.chan.cell is not None:
+                self.flush()
 
 
 class Stream(io.TextIOBase):

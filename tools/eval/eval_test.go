@@ -49,6 +49,7 @@ func suite(t *testing.T, b *box) {
 		{"python/reconnect_keeps_state", func(t *testing.T, b *box) { reconnect(t, b, "python", "kept = 'still here'", "kept") }},
 		{"javascript/state_redeclare_await", jsState},
 		{"javascript/print_display_order", jsOrder},
+		{"javascript/stderr_order", jsStderrOrder},
 		{"javascript/require_and_import_from_workdir", jsRequire},
 		{"javascript/budget_interrupts_loop_state_kept", jsBudget},
 		{"javascript/tool_bridge", jsBridge},
@@ -431,6 +432,19 @@ func jsOrder(t *testing.T, b *box) {
 		got = append(got, strings.TrimSpace(bl.Text))
 	}
 	if r.IsError || strings.Join(got, "|") != "one|{ two: 2 }|three|'four'" {
+		t.Fatalf("blocks in order %q (%v)", got, r.IsError)
+	}
+}
+
+// stderr keeps its place between the stdout lines written around it, in
+// its own marked block.
+func jsStderrOrder(t *testing.T, b *box) {
+	r := b.evalIn(b.env, "javascript", `console.log("one"); console.error("two"); console.log("three")`, nil)
+	var got []string
+	for _, bl := range r.Content[1:] {
+		got = append(got, strings.Join(strings.Fields(bl.Text), " "))
+	}
+	if r.IsError || strings.Join(got, "|") != "one|[stderr] two|three" {
 		t.Fatalf("blocks in order %q (%v)", got, r.IsError)
 	}
 }
