@@ -1,0 +1,102 @@
+package lsp_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/tools/lsp"
+)
+
+// shellEditFreshness is the story of a dependency changed outside the
+// write tools (here sed through the agent's exec, as a shell command or a
+// code generator would): the consumer's diagnostics must then show the
+// new error or say they are pending, never the "no problems" of before.
+func shellEditFreshness(t *testing.T, bx *box, consumer, dep, breakIt, fixIt, wantErr string) {
+	t.Helper()
+	diag := map[string]any{"action": "diagnostics", "file": consumer}
+	bx.ok("lsp", diag, "no problems")
+	sed := func(script string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := bx.conn.Agent.Exec(ctx, &proto.ExecRequest{Argv: []string{"sed", "-i", script, dep}, Dir: bx.ws, Timeout: 20 * time.Second})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("sed %s %s: %v %s", script, dep, err, res.Stderr)
+		}
+	}
+	sed(breakIt)
+	// Asked at once, then until the server has caught up.
+	var out string
+	for i := 0; i < 6; i++ {
+		out = bx.ok("lsp", diag)
+		if strings.Contains(out, "no problems") {
+			t.Fatalf("after a shell edit broke %s, diagnostics of %s answered from the report before it:\n%s", dep, consumer, out)
+		}
+		if strings.Contains(out, wantErr) {
+			break
+		}
+		if !strings.Contains(out, "pending") {
+			t.Fatalf("after a shell edit broke %s, diagnostics of %s are neither the new error (%q) nor pending:\n%s", dep, consumer, wantErr, out)
+		}
+	}
+	if !strings.Contains(out, wantErr) {
+		t.Fatalf("the new error (%q) never showed in %s:\n%s", wantErr, consumer, out)
+	}
+	// And back: the error of before the fix is not shown as current.
+	sed(fixIt)
+	for i := 0; i < 6; i++ {
+		out = bx.ok("lsp", diag)
+		if strings.Contains(out, wantErr) {
+			t.Fatalf("after a shell edit fixed %s, diagnostics of %s still showed the error from before it:\n%s", dep, consumer, out)
+		}
+		if strings.Contains(out, "no problems") {
+			break
+		}
+	}
+	if !strings.Contains(out, "no problems") {
+		t.Fatalf("after the fix, %s never came back clean:\n%s", consumer, out)
+	}
+	bx.ok("lsp", map[string]any{"action": "status"}, "file watching: ")
+}
+
+func TestGoShellEditFreshness(t *testing.T) {
+	bx := newBox(t, []string{"go.txtar"})
+	shellEditFreshness(t, bx, "goproj/main.go", "goproj/shapes/shape.go",
+		"s/func NewSquare(größe float64) Square/func NewSquare(größe float64, extra int) Square/",
+		"s/func NewSquare(größe float64, extra int) Square/func NewSquare(größe float64) Square/",
+		"not enough arguments")
+}
+
+func TestPythonShellEditFreshness(t *testing.T) {
+	bx := newBox(t, []string{"python.txtar"})
+	shellEditFreshness(t, bx, "pyproj/main.py", "pyproj/shapes/base.py",
+		"s/def new_square(größe: float) -> Square:/def new_square(größe: float, extra: int) -> Square:/",
+		"s/def new_square(größe: float, extra: int) -> Square:/def new_square(größe: float) -> Square:/",
+		`"extra"`)
+}
+
+func TestTypeScriptShellEditFreshness(t *testing.T) {
+	bx := newBox(t, []string{"typescript.txtar"})
+	shellEditFreshness(t, bx, "tsproj/src/main.ts", "tsproj/src/shape.ts",
+		"s/export function newSquare(größe: number): Square {/export function newSquare(größe: number, extra: number): Square {/",
+		"s/export function newSquare(größe: number, extra: number): Square {/export function newSquare(größe: number): Square {/",
+		"Expected 2 arguments")
+}
+
+// TestGoShellEditStaleWithoutWatch shows what the watch is for: without
+// it the consumer's diagnostics answer "no problems" after the shell edit.
+func TestGoShellEditStaleWithoutWatch(t *testing.T) {
+	bx := newBox(t, []string{"go.txtar"}, lsp.WithWatch(false))
+	diag := map[string]any{"action": "diagnostics", "file": "goproj/main.go"}
+	bx.ok("lsp", diag, "no problems")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := bx.conn.Agent.Exec(ctx, &proto.ExecRequest{Argv: []string{"sed", "-i", "s/func NewSquare(größe float64) Square/func NewSquare(größe float64, extra int) Square/", "goproj/shapes/shape.go"}, Dir: bx.ws}); err != nil {
+		t.Fatal(err)
+	}
+	bx.ok("lsp", diag, "no problems")
+	bx.ok("lsp", map[string]any{"action": "status"}, "file watching: off")
+}
