@@ -2,6 +2,7 @@ package lsp_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +100,55 @@ func TestGoShellEditStaleWithoutWatch(t *testing.T) {
 	}
 	bx.ok("lsp", diag, "no problems")
 	bx.ok("lsp", map[string]any{"action": "status"}, "file watching: off")
+}
+
+// A command rewrites a dependency the server caches (it reads it once and
+// then only when told): the server learns of it only through
+// didChangeWatchedFiles for its registered glob, and republishes only for
+// a new version of the open document. The answer is the new error, never
+// the "no problems" of before; without the watch it is that stale answer.
+func TestFakeShellEditReachesTheServer(t *testing.T) {
+	for _, watch := range []bool{true, false} {
+		t.Run(map[bool]string{true: "watch", false: "no-watch"}[watch], func(t *testing.T) {
+			bx := newLocalBox(t, "deps", lsp.WithWatch(watch))
+			write(t, bx.ws+"/proj/lib.dep", "fine\n")
+			write(t, bx.ws+"/proj/a.fk", "use lib\n")
+			diag := map[string]any{"action": "diagnostics", "file": "proj/a.fk"}
+			bx.ok("lsp", diag, "no problems")
+			if watch {
+				waitWatch(t, bx)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := bx.conn.Agent.Exec(ctx, &proto.ExecRequest{Argv: []string{"sh", "-c", "echo BROKEN > proj/lib.dep"}, Dir: bx.ws}); err != nil {
+				t.Fatal(err)
+			}
+			if !watch {
+				bx.ok("lsp", diag, "no problems")
+				return
+			}
+			bx.ok("lsp", diag, "1 problem(s)", "dependency broken")
+			bx.ok("lsp", map[string]any{"action": "status"}, "file watching: 2 directories")
+		})
+	}
+}
+
+// waitWatch waits until the lsp's watch subscription is established.
+func waitWatch(t *testing.T, bx *box) {
+	t.Helper()
+	sub := bx.conn.Agent.Subscribe(bx.conn.Workspace, "lsp", nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for !sub.Status().Active {
+		if time.Now().After(deadline) {
+			t.Fatalf("the workspace watch did not come up: %+v", sub.Status())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func write(t *testing.T, p, data string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
