@@ -110,18 +110,20 @@ type rootWatch struct {
 	barrierDir string
 	loopDone   chan struct{}
 
-	mu          sync.Mutex // guards everything below
-	dirs        map[string]*watchedDir
-	limited     bool
-	subs        map[*watchSub]struct{}
-	pending     map[string]pendingChange
-	overflow    bool
-	burstStart  time.Time
-	flushAt     time.Time
-	timer       *time.Timer
-	barriers    map[string]barrierReq
-	nextBarrier uint64
-	closed      bool
+	mu            sync.Mutex // guards everything below
+	dirs          map[string]*watchedDir
+	limited       bool
+	subs          map[*watchSub]struct{}
+	pending       map[string]pendingChange
+	overflow      bool
+	overflowStart time.Time
+	burstPaths    int       // paths the current burst touched, across its windows
+	lastChange    time.Time // when the last change was noted
+	flushAt       time.Time
+	timer         *time.Timer
+	barriers      map[string]barrierReq
+	nextBarrier   uint64
+	closed        bool
 }
 
 // watchedDir is a watched directory's .gitignore rules: inherited from
@@ -276,8 +278,7 @@ func (w *rootWatch) loop() {
 			w.mu.Lock()
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
 				// The kernel's queue overflowed: changes were lost.
-				w.overflow = true
-				clear(w.pending)
+				w.startOverflow(time.Now())
 				w.arm()
 			} else {
 				w.hub.log.Warn("workspace watch error", "root", w.root, "err", err)
@@ -365,13 +366,22 @@ func (w *rootWatch) reloadIgnore(dir string, wd *watchedDir) {
 
 // note records a change, merged with what is pending for the path: the
 // subscriber needs the net effect (created then changed is created,
-// deleted then created is changed). Called with mu held.
+// deleted then created is changed). A burst is a run of changes with no
+// quiet window between them; once it has touched more than maxBatch
+// paths, across its windows, the rest of it is one overflow event.
+// Called with mu held.
 func (w *rootWatch) note(p string, k proto.ChangeKind, dir bool) {
+	now := time.Now()
+	if now.Sub(w.lastChange) > w.window {
+		w.burstPaths = 0 // a quiet window ended the last burst
+	}
+	w.lastChange = now
 	if w.overflow {
 		w.arm()
 		return
 	}
-	if prev, ok := w.pending[p]; ok {
+	prev, seen := w.pending[p]
+	if seen {
 		switch {
 		case k == proto.Created && prev.kind == proto.Deleted:
 			k = proto.Changed
@@ -380,29 +390,36 @@ func (w *rootWatch) note(p string, k proto.ChangeKind, dir bool) {
 		case k == proto.Changed && prev.kind == proto.Created:
 			k = proto.Created
 		}
+	} else {
+		w.burstPaths++
 	}
 	w.pending[p] = pendingChange{kind: k, dir: dir}
-	if len(w.pending) > w.maxBatch {
-		w.overflow = true
-		clear(w.pending)
+	if w.burstPaths > w.maxBatch {
+		w.startOverflow(now)
 	}
 	w.arm()
 }
 
-// arm schedules the flush: a window after the burst's first change, or,
-// for an overflowing burst, a window after its last change but at most
-// maxBurst after its first. Called with mu held.
+// startOverflow turns what is pending into one overflow. Called with mu held.
+func (w *rootWatch) startOverflow(now time.Time) {
+	w.overflow = true
+	w.overflowStart = now
+	clear(w.pending)
+}
+
+// arm schedules the flush: a window after the first pending change, or,
+// while overflowing, a window after the last change but at most maxBurst
+// after the overflow began. Called with mu held.
 func (w *rootWatch) arm() {
 	now := time.Now()
+	at := now.Add(w.window)
 	if w.timer == nil {
-		w.burstStart = now
-		w.flushAt = now.Add(w.window)
+		w.flushAt = at
 		w.timer = time.AfterFunc(w.window, w.onTimer)
 		return
 	}
 	if w.overflow {
-		at := now.Add(w.window)
-		if limit := w.burstStart.Add(maxBurst); at.After(limit) {
+		if limit := w.overflowStart.Add(maxBurst); at.After(limit) {
 			at = limit
 		}
 		w.flushAt = at

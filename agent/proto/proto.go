@@ -374,8 +374,10 @@ type ClaimRequest struct {
 // past the cap (or the kernel's own limit) Limited is set and changes in
 // the unwatched directories go unreported. Changes to gitignored files are
 // not reported. Changes are coalesced over Window from the first one and
-// deduplicated per path; a burst of more than MaxBatch paths becomes one
-// event with Overflow set ("many files changed"), which asks for a full
+// deduplicated per path; once a burst (changes with no quiet Window
+// between them) has touched more than MaxBatch paths, the rest of it is
+// one event with Overflow set ("many files changed", sent when the burst
+// quiets down or 2 s after the overflow began), which asks for a full
 // resync. The response is sent once every directory is watched: every
 // change after it is reported.
 type WatchRequest struct {
