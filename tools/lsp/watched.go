@@ -214,7 +214,7 @@ func (s *supervisor) apply(ctx context.Context, srv *server, ev proto.WatchEvent
 			}
 		}
 	}
-	known, synced := map[string]bool{}, map[string]bool{}
+	known, fresh := map[string]bool{}, map[string]string{}
 	for _, f := range reread {
 		text, ok := texts[f]
 		if !ok {
@@ -225,12 +225,9 @@ func (s *supervisor) apply(ctx context.Context, srv *server, ev proto.WatchEvent
 			known[f] = true // the write tools synced it already
 			continue
 		}
-		if _, _, err := srv.syncDoc(f, text, false); err != nil {
-			return
-		}
-		synced[f] = true
+		fresh[f] = text
 	}
-	affects := ev.Overflow
+	affects := ev.Overflow || len(fresh) > 0
 	var notify []map[string]any
 	for _, c := range changes {
 		if known[c.Path] {
@@ -251,9 +248,67 @@ func (s *supervisor) apply(ctx context.Context, srv *server, ev proto.WatchEvent
 		}
 		notify = notify[n:]
 	}
-	if affects {
-		_ = srv.touchOpen(since, synced)
+	if !affects {
+		return
 	}
+	if srv.isVersioned() {
+		// A new version makes a versioned server publish for it, changed
+		// or not (gopls, pyright).
+		synced := map[string]bool{}
+		for f, text := range fresh {
+			if _, _, err := srv.syncDoc(f, text, false); err != nil {
+				return
+			}
+			synced[f] = true
+		}
+		_ = srv.touchOpen(since, synced)
+		return
+	}
+	// An unversioned server may say nothing when a clean file stays clean
+	// (typescript-language-server), which would leave the answer pending
+	// for good: its documents are closed and opened again instead, which
+	// makes it report on each afresh.
+	_ = srv.reopenAll(ctx, fresh)
+}
+
+// isVersioned reports whether the server has sent a versioned publish.
+func (s *server) isVersioned() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versioned
+}
+
+// reopenAll closes every open document and opens it again (with the text
+// in texts where given), marking each changed after the closes. Between
+// the two a request the server does not know makes a round trip: a server
+// that publishes an empty report as it closes a document (typescript-
+// language-server) has sent it before its answer, so that report falls
+// before the mark and is not taken for a fresh one.
+func (s *server) reopenAll(ctx context.Context, texts map[string]string) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	for uri := range s.docs {
+		if err := s.conn.Notify("textDocument/didClose", map[string]any{"textDocument": textDocumentIdentifier{URI: uri}}); err != nil {
+			return err
+		}
+	}
+	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, _ = s.conn.CallRaw(bctx, "sandboxd/barrier", nil) // any answer, an error included, will do
+	cancel()
+	mark := s.seq()
+	for uri, d := range s.docs {
+		if t, ok := texts[uriPath(uri)]; ok {
+			d.text = t
+		}
+		d.version++
+		d.extSeq = mark
+		if err := s.conn.Notify("textDocument/didOpen", map[string]any{"textDocument": textDocumentItem{
+			URI: uri, LanguageID: s.lang.languageID(uriPath(uri)), Version: d.version, Text: d.text,
+		}}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rescan answers an overflow ("many files changed"): the files under the
