@@ -167,3 +167,32 @@ func write(t *testing.T, p, data string) {
 		t.Fatal(err)
 	}
 }
+
+// A burst over the watch's cap ("many files changed") that also deletes
+// the dependency: the consumer must not stay clean.
+func TestGoOverflowWithDeletion(t *testing.T) {
+	bx := newBox(t, []string{"go.txtar"})
+	diag := map[string]any{"action": "diagnostics", "file": "goproj/main.go"}
+	bx.ok("lsp", diag, "no problems")
+	waitWatch(t, bx)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	script := `mkdir -p gen && i=0; while [ $i -lt 2500 ]; do : > gen/f$i.txt; i=$((i+1)); done; rm goproj/shapes/shape.go`
+	if res, err := bx.conn.Agent.Exec(ctx, &proto.ExecRequest{Argv: []string{"sh", "-c", script}, Dir: bx.ws, Timeout: 50 * time.Second}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("%v %v", err, res)
+	}
+	var out string
+	for i := 0; i < 6; i++ {
+		out = bx.ok("lsp", diag)
+		if strings.Contains(out, "no problems") {
+			t.Fatalf("after a burst that deleted the dependency, the consumer answered clean:\n%s", out)
+		}
+		if strings.Contains(out, "problem(s)") {
+			break
+		}
+	}
+	if !strings.Contains(out, "problem(s)") {
+		t.Fatalf("the deleted dependency never showed in the consumer:\n%s", out)
+	}
+	bx.ok("lsp", map[string]any{"action": "status"}, "1 full resyncs")
+}

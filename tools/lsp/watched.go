@@ -241,6 +241,12 @@ func (s *supervisor) apply(ctx context.Context, srv *server, ev proto.WatchEvent
 			notify = append(notify, map[string]any{"uri": fileURI(c.Path), "type": int(c.Kind)})
 		}
 	}
+	if ev.Overflow {
+		// The rescan cannot tell deletions; the root announced as a changed
+		// directory makes gopls re-read every file it knows under it, which
+		// finds the deleted ones gone.
+		notify = append(notify, map[string]any{"uri": fileURI(srv.root), "type": int(proto.Changed)})
+	}
 	for len(notify) > 0 {
 		n := min(len(notify), maxWatchedNotify)
 		if srv.conn.Notify("workspace/didChangeWatchedFiles", map[string]any{"changes": notify[:n]}) != nil {
@@ -314,7 +320,7 @@ func (s *server) reopenAll(ctx context.Context, texts map[string]string) error {
 // rescan answers an overflow ("many files changed"): the files under the
 // server's root modified since its last batch (less a margin for coarse
 // clocks) are announced as changed. Deletions within the burst are not
-// known and go unannounced.
+// known (apply announces the root itself for them).
 func (s *supervisor) rescan(ctx context.Context, srv *server) []proto.WatchChange {
 	res, err := s.agent.Walk(ctx, &proto.WalkRequest{Root: s.workspace, Path: srv.root, Gitignore: true, MaxEntries: 200000})
 	if err != nil {
