@@ -213,7 +213,7 @@ func TestWatchFlushComesAfterEarlierChanges(t *testing.T) {
 }
 
 func TestWatchSubscribeSync(t *testing.T) {
-	_, c := startPair(t)
+	srv, c := startPair(t)
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	var mu sync.Mutex
 	seen := map[string]bool{}
@@ -232,9 +232,7 @@ func TestWatchSubscribeSync(t *testing.T) {
 	other := c.Subscribe(root, "other", func(proto.WatchEvent) {})
 	ctx := testCtx(t)
 	// Sync fails until the watch is open; wait for it.
-	for sub.Sync(ctx) != nil {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitSync(t, sub)
 	p := filepath.Join(root, "m.go")
 	write(t, p, "package m\n")
 	if err := sub.Sync(ctx); err != nil {
@@ -256,5 +254,39 @@ func TestWatchSubscribeSync(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("a closed subscription's Done did not close")
 	}
+	// The session's end ends every subscription on it; a new session
+	// (the pipe reconnecting) starts its own watch.
+	late := c.Subscribe(root, "late", func(proto.WatchEvent) {})
 	c.Close()
+	select {
+	case <-late.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a subscription outlived its agent session")
+	}
+	c2 := connect(t, srv)
+	again := c2.Subscribe(root, "test", handler)
+	waitSync(t, again)
+	p2 := filepath.Join(root, "n.go")
+	write(t, p2, "package m\n")
+	if err := again.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	ok = seen[p2]
+	mu.Unlock()
+	if !ok {
+		t.Fatal("a subscription on a new session did not see a change")
+	}
+}
+
+// waitSync waits until a subscription's watch is established.
+func waitSync(t *testing.T, sub *agent.Subscription) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for sub.Sync(testCtx(t)) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch did not come up: %+v", sub.Status())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
