@@ -131,6 +131,9 @@ type Subscription struct {
 const subQueue = 64
 
 func newSubscription(f *feed, name string, fn func(proto.WatchEvent)) *Subscription {
+	if fn == nil {
+		fn = func(proto.WatchEvent) {}
+	}
 	s := &Subscription{f: f, name: name, fn: fn, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go s.loop()
 	return s
