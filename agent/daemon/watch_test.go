@@ -153,7 +153,10 @@ func TestWatchBurstOverCapIsOneOverflow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root, _ := filepath.EvalSymlinks(t.TempDir())
-			st, err := c.Watch(testCtx(t), &proto.WatchRequest{Root: root, MaxBatch: 20})
+			// A quiet window far above the gap between writes: on a loaded
+			// machine a 4 ms sleep can take tens of ms, which must not end
+			// the burst early.
+			st, err := c.Watch(testCtx(t), &proto.WatchRequest{Root: root, MaxBatch: 20, Window: 400 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
