@@ -75,6 +75,14 @@ func (s *session) fresh(ctx context.Context, srv *server, files map[string]syncS
 	// wedged one.
 	hardStop := time.Now().Add(max(s.m.cfg.startTimeout, s.m.cfg.diagWait))
 	for {
+		// An outside change can land while this waits (the watch's event
+		// for the very write being checked, say): an unversioned server's
+		// report counts only after its mark, or the empty report a reopen
+		// makes as it closes would pass for a fresh one.
+		marks := make(map[string]uint64, len(waitFor))
+		for f := range waitFor {
+			marks[f] = srv.extSeqOf(f)
+		}
 		srv.mu.Lock()
 		if len(srv.progress) > 0 && time.Now().Before(hardStop) {
 			if next := time.Now().Add(time.Second); next.After(deadline) {
@@ -88,7 +96,7 @@ func (s *session) fresh(ctx context.Context, srv *server, files map[string]syncS
 		var last time.Time
 		for f, st := range waitFor {
 			p := srv.diags[fileURI(f)]
-			ok := p != nil && ((p.version != nil && *p.version == st.version) || (p.version == nil && p.seq > st.since) ||
+			ok := p != nil && ((p.version != nil && *p.version == st.version) || (p.version == nil && p.seq > max(st.since, marks[f])) ||
 				(p.version != nil && *p.version > st.version))
 			if !ok && p != nil && !srv.versioned && st.since > 0 && !st.strict && time.Since(started) >= settle {
 				ok = true
