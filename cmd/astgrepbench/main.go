@@ -5,7 +5,7 @@
 //
 //	go run ./cmd/astgrepbench [-out BENCHMARKS.md] [-ast-grep PATH] [-runs 3] [-tree DIR] [--smoke]
 //
-// --smoke runs once over a small tree ($(go env GOROOT)/src/errors) and checks
+// --smoke runs once over a small tree ($(go env GOROOT)/src/flag) and checks
 // the section renders, leaving -out alone (scripts/test.sh runs it).
 //
 // Each engine measurement runs in a child process (this binary with
@@ -68,7 +68,7 @@ func main() {
 	flag.Parse()
 	root := filepath.Join(runtime.GOROOT(), "src")
 	if *smoke {
-		root, *runs = filepath.Join(root, "errors"), 1
+		root, *runs = filepath.Join(root, "flag"), 1
 	}
 	if *tree != "" {
 		root = *tree
