@@ -12,7 +12,9 @@
 #                               (scripts/test.sh runs this)
 #   BENCH_SKIP='kubernetes replicas'    leave those families out of the default set
 #
-# BENCH_FLAGS adds flags to the core benchmark (e.g. BENCH_FLAGS='--only read4k').
+# BENCH_FLAGS adds flags to the core benchmark (e.g. BENCH_FLAGS='--only read4k'); BENCH_GOFLAGS
+# adds build flags to every go run and go test (scripts/test.sh: '-race -tags dart', the flags its
+# tests were built with, so the smoke run reuses their build cache).
 # Needs the built binaries and images (make build images) and a Docker engine.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -87,16 +89,17 @@ run_family() {
 		. "$k8s_env"
 		;;
 	esac
-	local smokeflag=()
+	local smokeflag=() goflags=()
 	if [ "$smoke" = 1 ]; then smokeflag=(--smoke); fi
+	if [ -n "${BENCH_GOFLAGS:-}" ]; then read -r -a goflags <<<"$BENCH_GOFLAGS"; fi
 	case $kind in
 	cmd)
 		local extra=()
 		if [ "$name" = core ] && [ -n "${BENCH_FLAGS:-}" ]; then read -r -a extra <<<"$BENCH_FLAGS"; fi
-		"$GO" run "$pkg" --out "$out" "${smokeflag[@]}" "${extra[@]}"
+		"$GO" run "${goflags[@]}" "$pkg" --out "$out" "${smokeflag[@]}" "${extra[@]}"
 		;;
-	test) SANDBOXD_BENCH_EVAL=1 SANDBOXD_BENCH_OUT=$out "$GO" test -count=1 -run "$arg" -v "$pkg" ;;
-	gobench) SANDBOXD_BENCH_WRITE=$out "$GO" test -count=1 -run '^$' -bench "$arg" -benchtime 1x "$pkg" ;;
+	test) SANDBOXD_BENCH_EVAL=1 SANDBOXD_BENCH_OUT=$out "$GO" test "${goflags[@]}" -count=1 -run "$arg" -v "$pkg" ;;
+	gobench) SANDBOXD_BENCH_WRITE=$out "$GO" test "${goflags[@]}" -count=1 -run '^$' -bench "$arg" -benchtime 1x "$pkg" ;;
 	*)
 		echo "bench.sh: family $name has kind $kind; use cmd, test or gobench" >&2
 		return 2

@@ -76,7 +76,7 @@ fi
 # each renders its section into a temporary copy of BENCHMARKS.md and reads it back. The cluster's
 # families run below, while the cluster is up.
 section "benchmarks, smoke (BENCH_SMOKE=1 scripts/bench.sh; BENCHMARKS.md left alone)"
-GO=$GO BENCH_SMOKE=1 BENCH_SKIP='kubernetes replicas' scripts/bench.sh 2>&1 | tee "$ARTIFACTS/bench-smoke.log"
+GO=$GO BENCH_SMOKE=1 BENCH_SKIP='kubernetes replicas' BENCH_GOFLAGS="-race -tags $GOTAGS" scripts/bench.sh 2>&1 | tee "$ARTIFACTS/bench-smoke.log"
 
 # The cluster: built when the module proxy can serve Kubernetes (it can on the machines this runs
 # on); a machine that cannot build it skips these suites and says so, a cluster that builds but
@@ -104,7 +104,7 @@ else
 		SANDBOXD_TEST_KUBERNETES=1 "$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" -v \
 			-run 'Cluster|Kubernetes|Chart|Deploy' ./sandbox/kubernetes/ ./cluster/... ./cmd/sandboxd-cluster/ ./e2e/ 2>&1 | tee "$ARTIFACTS/test-kubernetes.log"
 		section "kubernetes: benchmarks, smoke (BENCH='kubernetes replicas' BENCH_SMOKE=1 scripts/bench.sh)"
-		GO=$GO BENCH='kubernetes replicas' BENCH_SMOKE=1 scripts/bench.sh 2>&1 | tee "$ARTIFACTS/bench-smoke-kubernetes.log"
+		GO=$GO BENCH='kubernetes replicas' BENCH_SMOKE=1 BENCH_GOFLAGS=-race scripts/bench.sh 2>&1 | tee "$ARTIFACTS/bench-smoke-kubernetes.log"
 	fi
 fi
 
