@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -21,13 +22,18 @@ import (
 // Client is one session to one agent daemon. It is safe for concurrent use.
 //
 // Goroutines: yamux's receive, send and keepalive loops for the session;
-// each call runs on its caller's goroutine. Close (or the pipe dropping)
-// ends the session and every open stream.
+// each call runs on its caller's goroutine; per watched root one feed and
+// per subscriber one delivery goroutine (watch.go), which end with the
+// session. Close (or the pipe dropping) ends the session and every open
+// stream.
 type Client struct {
 	sess  *yamux.Session
 	quick time.Duration        // own deadline of the quick operations (deadline.go)
 	file  time.Duration        // own deadline of the file operations
 	hello *proto.HelloResponse // the daemon's, from NewClient
+
+	watchMu sync.Mutex       // guards feeds
+	feeds   map[string]*feed // workspace watches by root (watch.go)
 }
 
 // NewClient starts a session over rwc (the attach exec's stdio) and checks

@@ -29,9 +29,11 @@ import (
 // one pump per output pipe plus one copier per attachment, and the reaper
 // (one goroutine in subreaper mode, one per child otherwise). A claim
 // (fence.go) closes the sessions it supersedes and waits, bounded, on its
-// handler's goroutine until their handlers have returned.
+// handler's goroutine until their handlers have returned. Each workspace
+// watch has its event loop and flush timer, and each watch stream a
+// control reader beside its handler (watch.go, watchstream.go).
 // Shutdown order (Close): stop listeners, close sessions (which ends their
-// streams and handlers), kill every owned process group, wait for their exit
+// streams and handlers), end the workspace watches, kill every owned process group, wait for their exit
 // statuses, stop the reaper.
 type Server struct {
 	log       *slog.Logger
@@ -45,6 +47,7 @@ type Server struct {
 	guard     *pidGuard     // nil: no pids limit to keep a reserve of, or exec is not supervised
 	guardDone chan struct{} // closed by Close, stops the guard
 	fence     *fence        // the highest claim (fence.go)
+	watches   *watchHub     // workspace watches, one per root (watch.go)
 
 	// mu guards listeners, sessions, execs and closed.
 	mu        sync.Mutex
@@ -156,6 +159,7 @@ func New(opts ...Option) *Server {
 		}
 		s.journal = j
 	}
+	s.watches = newWatchHub(o.log)
 	s.fence = openFence(o.stateDir)
 	if s.fence.broken != nil {
 		o.log.Error("the agent cannot fence its sandbox; every claim fails", "err", s.fence.broken)
@@ -381,7 +385,7 @@ func (s *Server) dispatch(ctx context.Context, sess *session, st *yamux.Stream, 
 	case proto.OpHello:
 		return &proto.Response{Hello: &proto.HelloResponse{
 			Version: proto.Version, PID: os.Getpid(), StartedAt: s.startedAt, Hostname: s.hostname,
-			FDHandoff: true, Fencing: true,
+			FDHandoff: true, Fencing: true, Watch: true,
 		}}, nil, nil
 	case proto.OpReadFile:
 		if req.ReadFile == nil {
@@ -474,6 +478,15 @@ func (s *Server) dispatch(ctx context.Context, sess *session, st *yamux.Stream, 
 		}
 		run, err := dial(ctx, req.Dial, st)
 		return &proto.Response{}, run, err
+	case proto.OpWatch:
+		if req.Watch == nil {
+			return nil, nil, missing()
+		}
+		if err := s.settle(req.Watch.Root); err != nil {
+			return nil, nil, err
+		}
+		r, run, err := s.serveWatch(st, req.Watch)
+		return &proto.Response{Watch: r}, run, err
 	case proto.OpClaim:
 		if req.Claim == nil {
 			return nil, nil, missing()
@@ -519,6 +532,7 @@ func (s *Server) Close() error {
 		}
 		close(s.guardDone)
 		s.mu.Unlock()
+		s.watches.closeAll()
 		s.closeErr = errors.Join(s.procs.killAll(5*time.Second), s.waitExecs(5*time.Second))
 		s.reaper.stop()
 	})

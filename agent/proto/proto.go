@@ -6,7 +6,9 @@
 // request. A stream begins with one request frame from sandboxd and one
 // response frame from the agent. A frame is a 4-byte big-endian length and a
 // JSON document (at most MaxFrame bytes). For the streaming ops (OpAttach,
-// OpDial) the stream carries raw bytes after the response frame.
+// OpDial) the stream carries raw bytes after the response frame; after
+// OpWatch's it carries frames both ways: WatchEvent from the agent,
+// WatchControl from sandboxd.
 //
 // File paths in requests are confined by the agent to Root: a path that is
 // relative is taken from Root, an absolute one must lie inside it, and a
@@ -43,6 +45,7 @@ const (
 	OpList       Op = "list"        // ListRequest -> ListResponse
 	OpDial       Op = "dial"        // DialRequest -> Empty, then raw bytes
 	OpClaim      Op = "claim"       // ClaimRequest -> Empty
+	OpWatch      Op = "watch"       // WatchRequest -> WatchResponse, then WatchEvent frames (WatchControl frames back)
 )
 
 // Request is the first frame of every stream. Exactly one of the pointer
@@ -62,6 +65,7 @@ type Request struct {
 	List       *ListRequest       `json:"list,omitempty"`
 	Dial       *DialRequest       `json:"dial,omitempty"`
 	Claim      *ClaimRequest      `json:"claim,omitempty"`
+	Watch      *WatchRequest      `json:"watch,omitempty"`
 }
 
 // Response is the first frame the agent writes back. Error is set when the
@@ -77,6 +81,7 @@ type Response struct {
 	Spawn     *SpawnResponse     `json:"spawn,omitempty"`
 	Process   *ProcessInfo       `json:"process,omitempty"`
 	List      *ListResponse      `json:"list,omitempty"`
+	Watch     *WatchResponse     `json:"watch,omitempty"`
 	// Output is set, alone, on the frames a streamed exec writes before
 	// its response (ExecRequest.Stream).
 	Output *ExecOutput `json:"output,omitempty"`
@@ -102,6 +107,9 @@ type HelloResponse struct {
 	// Fencing says the daemon takes OpClaim. An older daemon answers it
 	// as an unknown op; the client refuses to claim one without asking.
 	Fencing bool `json:"fencing,omitempty"`
+	// Watch says the daemon takes OpWatch; with an older one sandboxd
+	// relies on the mtime checks it makes at each call.
+	Watch bool `json:"watch,omitempty"`
 }
 
 // HandoffByte opens a connection that hands over descriptors; a yamux
@@ -400,3 +408,75 @@ type ClaimRequest struct {
 	Holder string `json:"holder"`
 	Epoch  int64  `json:"epoch"`
 }
+
+// WatchRequest watches the workspace Root for changes made by anything in
+// the sandbox (commands, kernels, workers, the agent's own writes). The
+// agent keeps one watch per resolved root, shared by every stream on it,
+// and ends it when the last stream closes. It watches each directory
+// (inotify) except .git, symlinked and gitignored ones, up to MaxDirs;
+// past the cap (or the kernel's own limit) Limited is set and changes in
+// the unwatched directories go unreported. Changes to gitignored files are
+// not reported. Changes are coalesced over Window from the first one and
+// deduplicated per path; once a burst (changes with no quiet Window
+// between them) has touched more than MaxBatch paths, the rest of it is
+// one event with Overflow set ("many files changed", sent when the burst
+// quiets down or 2 s after the overflow began), which asks for a full
+// resync. The response is sent once every directory is watched: every
+// change after it is reported.
+type WatchRequest struct {
+	Root     string        `json:"root"`
+	MaxDirs  int           `json:"max_dirs,omitempty"`  // 0: DefaultWatchMaxDirs
+	Window   time.Duration `json:"window,omitempty"`    // 0: DefaultWatchWindow
+	MaxBatch int           `json:"max_batch,omitempty"` // 0: DefaultWatchMaxBatch
+}
+
+// Watch defaults. The window is what one change waits before it is sent;
+// short enough that a tool call right after a shell edit sees it, long
+// enough that a save burst (write, chmod, rename) is one event.
+const (
+	DefaultWatchMaxDirs  = 8192
+	DefaultWatchWindow   = 75 * time.Millisecond
+	DefaultWatchMaxBatch = 2000
+)
+
+// WatchResponse says what is watched.
+type WatchResponse struct {
+	Base    string `json:"base"` // the resolved root
+	Dirs    int    `json:"dirs"`
+	Limited bool   `json:"limited,omitempty"`
+}
+
+// WatchControl is a frame sandboxd sends on a watch stream. Flush asks for
+// every change made before it to be sent now: the agent answers with an
+// event whose Flushed is this id, after the changes.
+type WatchControl struct {
+	Flush uint64 `json:"flush,omitempty"`
+}
+
+// WatchEvent is one coalesced batch. Seq rises by one per event of the
+// watch (a gap means events were lost: treat it as Overflow). Flushed,
+// when set, answers WatchControl.Flush.
+type WatchEvent struct {
+	Seq      uint64        `json:"seq"`
+	Changes  []WatchChange `json:"changes,omitempty"`
+	Overflow bool          `json:"overflow,omitempty"`
+	Flushed  uint64        `json:"flushed,omitempty"`
+	Dirs     int           `json:"dirs"`
+	Limited  bool          `json:"limited,omitempty"`
+}
+
+// WatchChange is one changed path, absolute. Kind uses LSP's numbering.
+type WatchChange struct {
+	Path  string     `json:"path"`
+	Kind  ChangeKind `json:"kind"`
+	IsDir bool       `json:"is_dir,omitempty"`
+}
+
+// ChangeKind is what happened to a path (LSP's FileChangeType values).
+type ChangeKind uint8
+
+const (
+	Created ChangeKind = 1
+	Changed ChangeKind = 2
+	Deleted ChangeKind = 3
+)

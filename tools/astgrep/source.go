@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -70,8 +71,43 @@ type target struct {
 	skippedMore int
 }
 
+// followSync bounds the wait, before a search, for the changes made so
+// far to have reached the cache.
+const followSync = time.Second
+
+// follow subscribes the engine's cache to the sandbox's workspace watch
+// (once per agent session: the client keeps the subscription by name)
+// and waits until the changes made so far are applied: a file a command
+// rewrote is read again even when its size and modification time look
+// the same. Without a watch the size and time in each key stay the check.
+func (s *agentSource) follow(ctx context.Context, eng *engine.Engine) {
+	if s.conn.Agent == nil {
+		return
+	}
+	prefix := s.conn.ID + "\x00"
+	sub := s.conn.Agent.Subscribe(s.conn.Workspace, "astgrep", func(ev proto.WatchEvent) {
+		if ev.Overflow {
+			eng.ForgetPrefix(prefix)
+			return
+		}
+		keys := make([]string, 0, len(ev.Changes))
+		for _, c := range ev.Changes {
+			if c.IsDir {
+				eng.ForgetPrefix(s.key(c.Path) + "/")
+				continue
+			}
+			keys = append(keys, s.key(c.Path))
+		}
+		eng.Forget(keys...)
+	})
+	ctx, cancel := context.WithTimeout(ctx, followSync)
+	defer cancel()
+	_ = sub.Sync(ctx)
+}
+
 // findTarget stats the path, settles the language and lists the files.
 func (c *config) findTarget(ctx context.Context, src *agentSource, abs, langArg string) (*target, string, error) {
+	src.follow(ctx, c.eng)
 	reg := c.eng.Registry()
 	st, err := src.conn.Agent.Stat(ctx, &proto.StatRequest{Root: src.conn.Workspace, Path: abs})
 	if err != nil {

@@ -24,9 +24,13 @@ func (s *session) diagnostics(ctx context.Context, a lspArgs) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Changes made so far outside the write tools reach the server first;
+	// after one, only a report newer than it counts.
+	s.sup.syncWatch(ctx)
 	var out string
 	err = s.withServer(ctx, t, func(ctx context.Context, srv *server, doc *document) error {
-		res := s.fresh(ctx, srv, map[string]syncState{t.abs: {version: srv.versionOf(t.abs), since: 0}})
+		since := srv.extSeqOf(t.abs)
+		res := s.fresh(ctx, srv, map[string]syncState{t.abs: {version: srv.versionOf(t.abs), since: since, strict: since > 0}})
 		diags, ok := res.diags[t.abs]
 		if !ok {
 			out = fmt.Sprintf("diagnostics pending: the %s server has not reported on %s yet; ask again in a moment", t.lang.Name, s.rel(t.abs))
@@ -342,6 +346,7 @@ func (s *session) status(ctx context.Context, a lspArgs) (string, error) {
 			b.WriteString("- " + srv.describe(s.rel) + "\n")
 		}
 	}
+	b.WriteString(s.sup.watchStatus() + "\n")
 	fmt.Fprintf(&b, "languages for %s:\n", s.rel(dir))
 	for _, lang := range s.m.cfg.langs {
 		root, err := s.sup.findRoot(ctx, lang, dir)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -22,8 +23,14 @@ const fakeServerEnv = "SANDBOXD_LSP_FAKE_SERVER"
 //	twice:  versioned; errors at once, then errors and warnings 150 ms later (gopls' default)
 //	dedup:  unversioned, and nothing when the diagnostics did not change (typescript-language-server)
 //	silent: never publishes
+//	deps:   versioned, as twice; registers a watcher for **/*.dep and adds
+//	        an error "dependency broken" to a document while the dep file
+//	        beside it held BROKEN when the server last read it: at its
+//	        first use, then only when told by didChangeWatchedFiles (as
+//	        gopls caches files it has not open); it republishes only on
+//	        a document's own change
 func runFakeServer(mode string) {
-	f := &fakeServer{mode: mode, last: map[string]string{}}
+	f := &fakeServer{mode: mode, last: map[string]string{}, deps: map[string]string{}}
 	f.conn = jsonrpc.New(stdio{}, f)
 	<-f.conn.Done()
 }
@@ -31,8 +38,22 @@ func runFakeServer(mode string) {
 type fakeServer struct {
 	mode string
 	conn *jsonrpc.Conn
-	mu   sync.Mutex // guards last
+	mu   sync.Mutex // guards last and deps
 	last map[string]string
+	deps map[string]string // dep file -> contents as last read (mode deps)
+}
+
+// depText is a dep file's contents as the server knows them.
+func (f *fakeServer) depText(file string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.deps[file]
+	if !ok {
+		b, _ := os.ReadFile(file)
+		t = string(b)
+		f.deps[file] = t
+	}
+	return t
 }
 
 type stdio struct{}
@@ -69,6 +90,31 @@ func (f *fakeServer) Notify(method string, params json.RawMessage) {
 	switch method {
 	case "exit":
 		os.Exit(0)
+	case "initialized":
+		if f.mode == "deps" {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = f.conn.Call(ctx, "client/registerCapability", map[string]any{"registrations": []map[string]any{{
+					"id": "deps", "method": "workspace/didChangeWatchedFiles",
+					"registerOptions": map[string]any{"watchers": []map[string]any{{"globPattern": "**/*.dep"}}},
+				}}}, nil)
+			}()
+		}
+		return
+	case "workspace/didChangeWatchedFiles":
+		var w struct {
+			Changes []struct {
+				URI string `json:"uri"`
+			} `json:"changes"`
+		}
+		_ = json.Unmarshal(params, &w)
+		f.mu.Lock()
+		for _, c := range w.Changes {
+			delete(f.deps, strings.TrimPrefix(c.URI, "file://"))
+		}
+		f.mu.Unlock()
+		return
 	case "textDocument/didOpen":
 	case "textDocument/didChange":
 		if len(p.ContentChanges) > 0 {
@@ -88,11 +134,17 @@ func (f *fakeServer) Notify(method string, params json.RawMessage) {
 			if withWarnings && strings.Contains(line, "WARN") {
 				out = append(out, map[string]any{"range": r, "severity": 2, "code": "vet", "message": "analysis finding"})
 			}
+			if f.mode == "deps" && strings.HasPrefix(line, "use ") {
+				dep := filepath.Join(filepath.Dir(strings.TrimPrefix(uri, "file://")), strings.TrimPrefix(line, "use ")+".dep")
+				if strings.Contains(f.depText(dep), "BROKEN") {
+					out = append(out, map[string]any{"range": r, "severity": 1, "code": "dep", "message": "dependency broken"})
+				}
+			}
 		}
 		return out
 	}
 	switch f.mode {
-	case "twice":
+	case "twice", "deps":
 		_ = f.conn.Notify("textDocument/publishDiagnostics", map[string]any{"uri": uri, "version": version, "diagnostics": diags(false)})
 		go func() {
 			time.Sleep(150 * time.Millisecond)

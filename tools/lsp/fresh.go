@@ -12,6 +12,10 @@ type syncState struct {
 	version int32
 	since   uint64
 	opened  bool // first sync of the file into this server
+	// strict refuses the unversioned server's earlier report after the
+	// settle time: since marks a change made outside the write tools,
+	// and a report from before it may be wrong now.
+	strict bool
 }
 
 type freshResult struct {
@@ -86,7 +90,7 @@ func (s *session) fresh(ctx context.Context, srv *server, files map[string]syncS
 			p := srv.diags[fileURI(f)]
 			ok := p != nil && ((p.version != nil && *p.version == st.version) || (p.version == nil && p.seq > st.since) ||
 				(p.version != nil && *p.version > st.version))
-			if !ok && p != nil && !srv.versioned && st.since > 0 && time.Since(started) >= settle {
+			if !ok && p != nil && !srv.versioned && st.since > 0 && !st.strict && time.Since(started) >= settle {
 				ok = true
 				res.stale[f] = true
 			}

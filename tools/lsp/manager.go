@@ -41,6 +41,7 @@ type config struct {
 	restartBudget  int
 	restartWindow  time.Duration
 	enabled        bool
+	watch          bool
 	refsCap        int
 	symbolsCap     int
 	docSymbolsCap  int
@@ -68,6 +69,12 @@ func WithRestartBudget(n int, window time.Duration) Option {
 	return func(c *config) { c.restartBudget, c.restartWindow = n, window }
 }
 
+// WithWatch turns following the agent's workspace watch on or off (on).
+// Off, changes made outside the write tools reach a server only through
+// the disk reads of its open files at each call (the behaviour before the
+// watch; benchmarks compare the two).
+func WithWatch(on bool) Option { return func(c *config) { c.watch = on } }
+
 // WithEnabled turns supervision on or off (on); off hides both tools.
 func WithEnabled(on bool) Option { return func(c *config) { c.enabled = on } }
 
@@ -75,7 +82,7 @@ func WithEnabled(on bool) Option { return func(c *config) { c.enabled = on } }
 func New(opts ...Option) *Manager {
 	c := config{
 		langs: DefaultLanguages(), startTimeout: 30 * time.Second, requestTimeout: 20 * time.Second,
-		diagWait: 3 * time.Second, restartBudget: 3, restartWindow: 10 * time.Minute, enabled: true,
+		diagWait: 3 * time.Second, restartBudget: 3, restartWindow: 10 * time.Minute, enabled: true, watch: true,
 		refsCap: 50, symbolsCap: 100, docSymbolsCap: 200,
 	}
 	for _, o := range opts {

@@ -36,7 +36,10 @@ type server struct {
 	docs   map[string]*openDoc
 	recent []string // files whose lines answers quoted lately, newest last
 
-	mu        sync.Mutex // guards diags, pubSeq, versioned, progress, sawEnd, began, lastEvent, changed, readyAt
+	regMu    sync.Mutex               // guards watchers
+	watchers map[string][]fileWatcher // didChangeWatchedFiles registrations by id (watched.go)
+
+	mu        sync.Mutex // guards diags, pubSeq, versioned, progress, sawEnd, began, lastEvent, changed, readyAt, applied
 	diags     map[string]*published
 	versioned bool // the server has sent a versioned publish
 	pubSeq    uint64
@@ -46,11 +49,16 @@ type server struct {
 	lastEvent time.Time
 	changed   chan struct{} // closed and replaced on every publish or progress event
 	readyAt   time.Time
+	applied   time.Time // when the last batch of outside changes was applied
 }
 
 type openDoc struct {
 	version int32
 	text    string
+	// extSeq is the publish counter before the last change made outside
+	// the write tools that could affect the document (0: none since it
+	// opened): a publish from before it is not fresh.
+	extSeq uint64
 }
 
 // published is the last diagnostics publish for one document.
@@ -66,7 +74,7 @@ var _ jsonrpc.Handler = (*server)(nil)
 func newServer(lang *Language, root string) *server {
 	return &server{
 		lang: lang, root: root, docs: map[string]*openDoc{}, diags: map[string]*published{},
-		progress: map[string]bool{}, changed: make(chan struct{}), stderr: newTail(16 << 10),
+		progress: map[string]bool{}, changed: make(chan struct{}), stderr: newTail(16 << 10), watchers: map[string][]fileWatcher{},
 		enc: encUTF16,
 	}
 }
@@ -140,7 +148,13 @@ func (s *server) Request(_ context.Context, method string, params json.RawMessag
 		}
 		_ = json.Unmarshal(params, &p)
 		return make([]any, len(p.Items)), nil
-	case "client/registerCapability", "client/unregisterCapability", "window/workDoneProgress/create":
+	case "client/registerCapability":
+		s.register(params)
+		return nil, nil
+	case "client/unregisterCapability":
+		s.unregister(params)
+		return nil, nil
+	case "window/workDoneProgress/create":
 		return nil, nil
 	case "window/showMessageRequest", "window/showDocument":
 		return nil, nil
@@ -204,8 +218,10 @@ func clientCapabilities() map[string]any {
 				"documentChanges":    true,
 				"resourceOperations": []string{"create", "rename", "delete"},
 			},
-			"symbol":                map[string]any{},
-			"didChangeWatchedFiles": map[string]any{"dynamicRegistration": false},
+			"symbol": map[string]any{},
+			// Changes made outside the write tools are forwarded from the
+			// agent's workspace watch (watched.go).
+			"didChangeWatchedFiles": map[string]any{"dynamicRegistration": true, "relativePatternSupport": true},
 		},
 		"textDocument": map[string]any{
 			"synchronization": map[string]any{"didSave": true},

@@ -27,13 +27,16 @@ const (
 
 // supervisor owns the language servers of one sandbox.
 //
-// Goroutines: none of its own beyond its servers'. drop closes the streams
-// of every server (servers keep running inside the sandbox).
+// Goroutines: its servers', and the delivery goroutine of its workspace
+// watch subscription (watched.go), which applies outside changes to the
+// servers. drop ends the subscription, then closes the streams of every
+// server (servers keep running inside the sandbox).
 type supervisor struct {
 	m         *Manager
 	id        string
 	agent     *agent.Client
 	workspace string
+	watch     *agent.Subscription // nil without an agent
 
 	mu       sync.Mutex // guards servers, starting, restarts, bins, swept, roots
 	servers  map[string]*server
@@ -61,17 +64,22 @@ type startOp struct {
 }
 
 func newSupervisor(m *Manager, conn *tools.SandboxConn) *supervisor {
-	return &supervisor{
+	s := &supervisor{
 		m: m, id: conn.ID, agent: conn.Agent, workspace: path.Clean(conn.Workspace),
 		servers: map[string]*server{}, starting: map[string]*startOp{}, restarts: map[string][]time.Time{},
 		bins: map[string][]string{}, roots: map[string]rootHit{},
 	}
+	s.subscribe()
+	return s
 }
 
 func key(lang *Language, root string) string { return lang.Name + "\x00" + root }
 
 // drop closes this sandboxd's streams to every server.
 func (s *supervisor) drop() {
+	if s.watch != nil {
+		s.watch.Close()
+	}
 	s.mu.Lock()
 	srvs := s.servers
 	s.servers = map[string]*server{}

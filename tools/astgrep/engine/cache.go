@@ -2,6 +2,7 @@ package engine
 
 import (
 	"container/list"
+	"strings"
 	"sync"
 	"time"
 )
@@ -91,4 +92,45 @@ func matchesCost(ms []Match) int64 {
 		}
 	}
 	return c
+}
+
+// dropIf removes the entries whose key drop selects.
+func (c *lru[K, V]) dropIf(drop func(K) bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, e := range c.items {
+		if drop(k) {
+			c.used -= e.Value.(*entry[K, V]).cost
+			c.order.Remove(e)
+			delete(c.items, k)
+			n++
+		}
+	}
+	return n
+}
+
+// Forget drops the cached trees and matches of every version of the given
+// files (paths as the Source names them): they changed. Callers that learn
+// of changes (a workspace watch) use it; the size and modification time in
+// each FileKey remain the check for changes no one reported.
+func (e *Engine) Forget(paths ...string) int {
+	if len(paths) == 0 {
+		return 0
+	}
+	set := make(map[string]struct{}, len(paths))
+	for _, p := range paths {
+		set[p] = struct{}{}
+	}
+	n := e.trees.dropIf(func(k FileKey) bool { _, ok := set[k.Path]; return ok })
+	n += e.results.dropIf(func(k resultKey) bool { _, ok := set[k.file.Path]; return ok })
+	return n
+}
+
+// ForgetPrefix drops the cached trees and matches of every file whose
+// path begins with prefix (a whole sandbox, after "many files changed").
+func (e *Engine) ForgetPrefix(prefix string) int {
+	n := e.trees.dropIf(func(k FileKey) bool { return strings.HasPrefix(k.Path, prefix) })
+	n += e.results.dropIf(func(k resultKey) bool { return strings.HasPrefix(k.file.Path, prefix) })
+	return n
 }
