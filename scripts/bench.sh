@@ -42,8 +42,8 @@ families=(
 	"astgrep    docker     cmd ./cmd/astgrepbench"
 	"debug      docker     gobench ./tools/debug/ BenchmarkDebug"
 	"containerd containerd cmd ./cmd/containerdbench"
+	"watch      docker     cmd ./cmd/watchbench"
 	# Being added on other branches; uncomment each as it lands (with its --smoke):
-	# "watch      docker     cmd ./cmd/watchbench"
 	# "pool       docker     cmd ./cmd/poolbench"
 	# "load       docker     cmd ./cmd/loadbench"
 	"kubernetes cluster    cmd ./cmd/kubebench"
