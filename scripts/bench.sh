@@ -28,9 +28,9 @@ k8s_env=/var/lib/sandboxd-k8s/env
 #           containerd  also containerd's socket (the image is synced from Docker)
 #           cluster     also $k8s_env (scripts/k8s-up.sh, make cluster-up)
 #           replicas    also SANDBOXD_TEST_REPLICAS (make cluster-deploy's last line)
-#   kind:   cmd PKG [FLAGS]   go run PKG --out BENCHMARKS.md [--smoke] FLAGS
-#           test PKG RUN      go test PKG -run RUN (SANDBOXD_BENCH_OUT, SANDBOXD_BENCH_SMOKE)
-#           gobench PKG NAME  go test PKG -bench NAME -benchtime 1x (the same variables)
+#   kind:   cmd PKG           go run PKG --out BENCHMARKS.md [--smoke] (core: and BENCH_FLAGS)
+#           test PKG RUN      go test PKG -run RUN (SANDBOXD_BENCH_EVAL=1, SANDBOXD_BENCH_OUT, SANDBOXD_BENCH_SMOKE)
+#           gobench PKG NAME  go test PKG -bench NAME -benchtime 1x (SANDBOXD_BENCH_WRITE, SANDBOXD_BENCH_SMOKE)
 # A new family is one line here (and, where it needs a setting, a case in has_setting). A cmd
 # family's command takes --out FILE and --smoke (minimal size; bench.Publish with smoke set checks
 # its section without writing FILE); bench's TestEveryBenchmarkIsAFamily fails while a cmd/*bench
