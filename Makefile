@@ -35,7 +35,8 @@ help:
 	@echo 'make cluster-deploy sandboxd as REPLICAS replicas there (default 3; prints {"urls","token",...} last)'
 	@echo 'make cluster-down   remove that release and tear the cluster down, leaving nothing running'
 	@echo 'make kind-e2e       the cluster suites on a kind cluster (where kind can pull its node image)'
-	@echo 'make bench          run the benchmark and rewrite BENCHMARKS.md'
+	@echo 'make bench          every benchmark family (BENCH= picks), each section rewritten in BENCHMARKS.md and stamped with the commit'
+	@echo '                    (containerd always; kubernetes/replicas when a cluster is up; BENCH_SMOKE=1 checks them at minimal size instead)'
 	@echo 'make clean          remove bin/ and artifacts/; make clean-cache also drops images/.cache/ and .cache/'
 
 # Always handed to go build: its own cache decides what is stale.
@@ -65,12 +66,17 @@ test:
 lint:
 	scripts/lint.sh
 
-# Every family's benchmark (BENCH='core eval lsp astgrep debug' selects); each measures sandboxd
-# beside its peer in the same run and rewrites its own section of BENCHMARKS.md. BENCH_FLAGS adds
-# flags to the core benchmark (e.g. BENCH_FLAGS='--only read4k').
+# Every family's benchmark (scripts/bench.sh lists them, one line each; BENCH='core eval' selects);
+# each measures sandboxd beside its peer in the same run and rewrites its own section of
+# BENCHMARKS.md, ending it with the commit (git describe, once per run) and the date. containerd
+# runs where its socket is; kubernetes and replicas where a cluster is up (make cluster-up,
+# cluster-deploy). BENCH_SMOKE=1 runs each once at minimal size without rewriting the file (what
+# make test does). BENCH_FLAGS adds flags to the core benchmark (e.g. BENCH_FLAGS='--only read4k').
+BENCH ?=
+BENCH_SMOKE ?=
 BENCH_FLAGS ?=
 bench: build images
-	GO=$(GO) BENCH_FLAGS='$(BENCH_FLAGS)' scripts/bench.sh
+	GO=$(GO) BENCH='$(BENCH)' BENCH_SMOKE='$(BENCH_SMOKE)' BENCH_FLAGS='$(BENCH_FLAGS)' scripts/bench.sh
 
 # A real single-node Kubernetes 1.37 built from the module proxy (binaries cached in /var/cache/sandboxd-k8s);
 # the Kubernetes backend's tests run against it with SANDBOXD_TEST_KUBERNETES=1 and its KUBECONFIG.

@@ -62,3 +62,17 @@ func WriteSection(path, name, body string) error {
 	}
 	return os.WriteFile(path, []byte(next), 0o644)
 }
+
+// ReadSection returns the text between name's markers in doc, without the
+// newlines next to the markers; a missing or broken section is an error.
+func ReadSection(doc, name string) (string, error) {
+	start, end := Markers(name)
+	if ns, ne := strings.Count(doc, start), strings.Count(doc, end); ns != 1 || ne != 1 {
+		return "", fmt.Errorf("the document has %d %q and %d %q markers, want one of each", ns, start, ne, end)
+	}
+	i, j := strings.Index(doc, start)+len(start), strings.Index(doc, end)
+	if j < i {
+		return "", fmt.Errorf("the document has %q before %q", end, start)
+	}
+	return strings.Trim(doc[i:j], "\n"), nil
+}

@@ -2,7 +2,8 @@
 # The one test command (`make test`; CI's .ci/run calls exactly that). On a fresh Debian 12 machine
 # it does its own set-up: installs Docker and debootstrap where missing, starts an engine where none
 # runs, builds the binaries and the sandbox image, then runs lint, the unit and integration tests
-# (real Docker, -race) and the end-to-end tests against the built binaries; last it builds a
+# (real Docker, -race), the end-to-end tests against the built binaries and every benchmark once at
+# minimal size (a smoke run: BENCHMARKS.md is left alone); last it builds a
 # single-node Kubernetes from the Go module proxy (binaries cached in /var/cache/sandboxd-k8s,
 # outside the checkout), installs the chart there and runs the cluster suites, then tears the
 # cluster down whatever happened. SANDBOXD_TEST_KUBERNETES=0 leaves the cluster part out.
@@ -71,6 +72,12 @@ else
 	exit 1
 fi
 
+# Every benchmark family once at minimal size, so none can stop building or running unnoticed;
+# each renders its section into a temporary copy of BENCHMARKS.md and reads it back. The cluster's
+# families run below, while the cluster is up.
+section "benchmarks, smoke (BENCH_SMOKE=1 scripts/bench.sh; BENCHMARKS.md left alone)"
+GO=$GO BENCH_SMOKE=1 BENCH_SKIP='kubernetes replicas' BENCH_GOFLAGS="-race -tags $GOTAGS" scripts/bench.sh 2>&1 | tee "$ARTIFACTS/bench-smoke.log"
+
 # The cluster: built when the module proxy can serve Kubernetes (it can on the machines this runs
 # on); a machine that cannot build it skips these suites and says so, a cluster that builds but
 # fails its tests fails the run.
@@ -96,6 +103,8 @@ else
 		section "kubernetes: backend suite, leases, run records, chart install, replicas and e2e on the cluster (go test -race)"
 		SANDBOXD_TEST_KUBERNETES=1 "$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" -v \
 			-run 'Cluster|Kubernetes|Chart|Deploy' ./sandbox/kubernetes/ ./cluster/... ./cmd/sandboxd-cluster/ ./e2e/ 2>&1 | tee "$ARTIFACTS/test-kubernetes.log"
+		section "kubernetes: benchmarks, smoke (BENCH='kubernetes replicas' BENCH_SMOKE=1 scripts/bench.sh)"
+		GO=$GO BENCH='kubernetes replicas' BENCH_SMOKE=1 BENCH_GOFLAGS=-race scripts/bench.sh 2>&1 | tee "$ARTIFACTS/bench-smoke-kubernetes.log"
 	fi
 fi
 

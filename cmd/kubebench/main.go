@@ -13,7 +13,10 @@
 // Run from the repository root with a cluster up (scripts/k8s-up.sh, which
 // imports the images into the node) and Docker holding the same image:
 //
-//	. /var/lib/sandboxd-k8s/env && go run ./cmd/kubebench [-out BENCHMARKS.md]
+//	. /var/lib/sandboxd-k8s/env && go run ./cmd/kubebench [-out BENCHMARKS.md] [--smoke]
+//
+// --smoke measures one of each and checks the section renders, leaving the
+// file alone (scripts/test.sh runs it while its cluster is up).
 package main
 
 import (
@@ -42,6 +45,7 @@ type flags struct {
 	creates           int
 	calls             int
 	fresh             int
+	smoke             bool
 }
 
 func main() {
@@ -52,7 +56,11 @@ func main() {
 	flag.IntVar(&f.creates, "creates", 5, "sandboxes created per backend")
 	flag.IntVar(&f.calls, "calls", 1000, "tool calls on the open pipe per backend")
 	flag.IntVar(&f.fresh, "fresh", 50, "tool calls over a fresh exec per backend")
+	flag.BoolVar(&f.smoke, "smoke", false, "one create, call and fresh exec per backend; check the section renders without rewriting -out")
 	flag.Parse()
+	if f.smoke {
+		f.creates, f.calls, f.fresh = 1, 1, 1
+	}
 	if err := run(f); err != nil {
 		fmt.Fprintln(os.Stderr, "kubebench:", err)
 		os.Exit(1)
@@ -65,9 +73,6 @@ func envOr(k, def string) string {
 	}
 	return def
 }
-
-// figures are one backend's measurements.
-type figures = bench.BackendFigures
 
 func run(f flags) error {
 	if os.Getenv("KUBECONFIG") == "" {
@@ -129,12 +134,12 @@ func run(f flags) error {
 	if err != nil {
 		return err
 	}
-	body := report(f, m, v.GitVersion, got)
+	body := report(f, v.GitVersion).Render(m, got)
 	if f.out == "" {
 		fmt.Print(body)
 		return nil
 	}
-	return bench.WriteSection(f.out, "kubernetes", body)
+	return bench.Publish(f.out, "kubernetes", body, f.smoke, os.Stderr)
 }
 
 // namespace makes a namespace of the run's own, deleted (with its pods) at

@@ -12,7 +12,7 @@
 // Run from the repository root:
 //
 //	. /var/lib/sandboxd-k8s/env && make cluster-deploy REPLICAS=3 | tail -1 > /tmp/rs.json
-//	go run ./cmd/replicabench -deployment "$(cat /tmp/rs.json)" [-out BENCHMARKS.md]
+//	go run ./cmd/replicabench -deployment "$(cat /tmp/rs.json)" [-out BENCHMARKS.md] [--smoke]
 package main
 
 import (
@@ -60,14 +60,22 @@ func main() {
 	failovers := flag.Int("failovers", 2, "runs of each failure kind to time")
 	window := flag.Duration("window", 15*time.Second, "length of each throughput measurement")
 	tenant := flag.String("tenant", "e2e", "the token's tenant (the lease names hash it)")
+	smoke := flag.Bool("smoke", false, "a few calls, one failover of each kind, 2 s windows; check the section renders without rewriting -out")
 	flag.Parse()
-	if err := run(*raw, *out, *tenant, *calls, *failovers, *window); err != nil {
+	if *smoke {
+		*calls, *failovers, *window = 3, 1, 2*time.Second
+	}
+	if *calls < 1 || *failovers < 1 || *window <= 0 {
+		fmt.Fprintf(os.Stderr, "replicabench: -calls %d and -failovers %d must be at least 1 and -window %s positive\n", *calls, *failovers, *window)
+		os.Exit(2)
+	}
+	if err := run(*raw, *out, *tenant, *calls, *failovers, *window, *smoke); err != nil {
 		fmt.Fprintln(os.Stderr, "replicabench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(raw, out, tenant string, calls, failovers int, window time.Duration) error {
+func run(raw, out, tenant string, calls, failovers int, window time.Duration, smoke bool) error {
 	e := &env{tenant: tenant}
 	if err := json.Unmarshal([]byte(raw), &e.d); err != nil || len(e.d.URLs) < 3 {
 		return fmt.Errorf("-deployment must be make cluster-deploy's JSON with 3 or more urls (%v)", err)
@@ -111,7 +119,7 @@ func run(raw, out, tenant string, calls, failovers int, window time.Duration) er
 	if out == "" {
 		return nil
 	}
-	return bench.WriteSection(out, "replicas", b.String())
+	return bench.Publish(out, "replicas", b.String(), smoke, os.Stderr)
 }
 
 func (e *env) waitReady(ctx context.Context, n int) error {

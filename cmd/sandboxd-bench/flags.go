@@ -24,6 +24,7 @@ type options struct {
 	image       string
 	out         string
 	only        []string
+	smoke       bool
 
 	creates   int
 	reads     int
@@ -58,8 +59,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.idle, "idle", 200, "idle sandboxes mapped for the memory benchmark")
 	fs.IntVar(&o.idleParallel, "idle-parallel", 4, "sandboxes created (and pipes opened) at a time for the memory benchmark")
 	fs.DurationVar(&o.idleWait, "idle-wait", 10*time.Second, "how long the sandboxes sit idle before the last memory reading")
+	fs.BoolVar(&o.smoke, "smoke", false, "minimal sizes (a call or two of each, 2 idle sandboxes); check each section renders without rewriting --out")
 	if err := fs.Parse(args); err != nil {
 		return o, usagef("%v", err)
+	}
+	if o.smoke {
+		o.creates, o.reads, o.execs, o.pipeReads, o.rounds, o.warmup = 1, 2, 1, 1, 1, 1
+		o.idle, o.idleParallel, o.idleWait = 2, 2, time.Second
 	}
 	if fs.NArg() > 0 {
 		return o, usagef("sandboxd-bench takes no arguments, got %q; use flags such as --only read4k", fs.Arg(0))

@@ -25,6 +25,10 @@ func TestParseFlags(t *testing.T) {
 	if !o.runs(benchIdle) || o.runs(benchCreate) {
 		t.Errorf("runs: idle %v create %v", o.runs(benchIdle), o.runs(benchCreate))
 	}
+	s, err := parseFlags([]string{"--smoke", "--idle", "7"}, io.Discard)
+	if err != nil || !s.smoke || s.idle != 2 || s.reads > 2 || s.creates != 1 || len(s.only) != 3 {
+		t.Errorf("--smoke: options = %+v, %v; want minimal sizes and every benchmark", s, err)
+	}
 	for _, bad := range [][]string{
 		{"--only", "read"},
 		{"--only", ""},

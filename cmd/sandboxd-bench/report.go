@@ -14,9 +14,11 @@ import (
 // the reader may have edited it.
 const reportPreamble = `# Benchmarks
 
-Measured by ` + "`make bench`" + ` (or ` + "`go run ./cmd/sandboxd-bench [--only create,read4k,idle]`" + `),
-which starts the built sandboxd with the Docker backend on this machine, measures it next to plain
-Docker in the same run, and rewrites only the section of each benchmark it ran. The targets come
+Measured by ` + "`make bench`" + ` (` + "`scripts/bench.sh`; `BENCH='core eval'`" + ` picks families; the core one alone is
+` + "`go run ./cmd/sandboxd-bench [--only create,read4k,idle]`" + `), which starts the built sandboxd with the
+Docker backend on this machine, measures it next to plain Docker in the same run, and rewrites only the
+section of each benchmark it ran; a section rewritten by ` + "`make bench`" + ` ends with the commit and date it
+was generated from. The targets come
 from issue 2 and their marks are computed from the figures below, not written by hand.
 `
 

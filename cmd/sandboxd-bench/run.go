@@ -109,7 +109,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) (err error) {
 			}
 			return fmt.Errorf("benchmark %s: %w", name, err)
 		}
-		if err := writeSection(o.out, name, section); err != nil {
+		if o.smoke {
+			if err := bench.CheckSmoke(o.out, name, bench.WithStamp(section), stderr); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := writeSection(o.out, name, bench.WithStamp(section)); err != nil {
 			return err
 		}
 		progress(stderr, "%s: written to %s", name, o.out)

@@ -11,7 +11,11 @@
 //
 // Run from the repository root after `make build`:
 //
-//	SANDBOXD_AGENT_BIN=$PWD/bin/sandbox-agent go run ./cmd/watchbench [-n 8] [-out BENCHMARKS.md]
+//	SANDBOXD_AGENT_BIN=$PWD/bin/sandbox-agent go run ./cmd/watchbench [-n 8] [-out BENCHMARKS.md] [--smoke]
+//
+// --smoke makes one edit per language and mode over a 200-file tree, with
+// short waits, and checks the section renders, leaving -out alone
+// (scripts/test.sh runs it so the command cannot rot).
 package main
 
 import (
@@ -29,10 +33,19 @@ func main() {
 	checkout := flag.Int("checkout", 5000, "files the git checkout changes")
 	out := flag.String("out", "BENCHMARKS.md", "file whose watch section is rewritten")
 	image := flag.String("image", envOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image with gopls, pyright and git")
+	smoke := flag.Bool("smoke", false, "one edit per language and mode, a 200-file tree, short waits; check the section renders without rewriting -out")
 	flag.Parse()
+	idle := 10 * time.Second
+	if *smoke {
+		*n, *peerWait, *files, *checkout, idle = 1, 3*time.Second, 200, 20, 2*time.Second
+	}
+	if *n < 1 || *files < 1 || *checkout < 1 || *checkout > *files || *peerWait <= 0 {
+		fmt.Fprintf(os.Stderr, "watchbench: -n %d and -files %d must be at least 1, -checkout %d between 1 and -files, -peer-wait %s positive\n", *n, *files, *checkout, *peerWait)
+		os.Exit(2)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	if err := run(ctx, opts{n: *n, peerWait: *peerWait, files: *files, checkout: *checkout, out: *out, image: *image}); err != nil {
+	if err := run(ctx, opts{n: *n, peerWait: *peerWait, files: *files, checkout: *checkout, idle: idle, out: *out, image: *image, smoke: *smoke}); err != nil {
 		fmt.Fprintln(os.Stderr, "watchbench:", err)
 		os.Exit(1)
 	}
@@ -43,8 +56,10 @@ type opts struct {
 	peerWait time.Duration
 	files    int
 	checkout int
+	idle     time.Duration // the idle window of the cost figures
 	out      string
 	image    string
+	smoke    bool
 }
 
 func envOr(k, def string) string {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -34,7 +35,7 @@ func run(ctx context.Context, o opts) error {
 			diags = append(diags, f)
 		}
 	}
-	cost, err := measureCost(ctx, st, o.files, o.checkout, 10*time.Second)
+	cost, err := measureCost(ctx, st, o.files, o.checkout, o.idle)
 	if err != nil {
 		return fmt.Errorf("watch cost: %w", err)
 	}
@@ -87,7 +88,7 @@ func report(ctx context.Context, o opts, diags []diagFigures, c costFigures, ela
 		bench.Ms(c.setup), c.events, c.resyncs, bench.Ms(c.lastEvent))
 	fmt.Fprintf(&b, "How: `go run ./cmd/watchbench` (after `make build`, with `SANDBOXD_AGENT_BIN=bin/sandbox-agent`) creates Docker sandboxes through the sandbox manager. Diagnostics: per server and path a sandbox of its own with the fixture of `tools/lsp/testdata`, an lsp manager with the watch on or off and the `lsp` tool in a registry; after the consumer reports clean, each edit is a `sed -i` through the agent's exec that adds a parameter to the dependency's function; the clock starts when the exec returns and stops when a `lsp diagnostics` call on the consumer names the missing argument (calls back to back, 50 ms apart); a `sed` back and a clean answer (untimed) come before the next edit. An answer \"no problems\" in between is a stale one, counted. Cost: one sandbox, a tree of %d small Go files made by a script and committed, a branch changing %d of them; the agent's CPU time (utime+stime of the daemon, not of the commands it runs) over an idle window and from a checkout's start to 3 s after its end, first without a watch, then with one subscription to the workspace. %s in all.\n",
 		c.files, c.changed, elapsed.Round(time.Second))
-	if err := bench.WriteSection(o.out, "watch", b.String()); err != nil {
+	if err := bench.Publish(o.out, "watch", b.String(), o.smoke, os.Stderr); err != nil {
 		return err
 	}
 	fmt.Print(b.String())

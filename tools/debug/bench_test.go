@@ -24,7 +24,9 @@ import (
 // stopped: through the debug tool (registry, agent pipe, adapter inside the
 // sandbox) and, as the peer, the same adapter driven directly over its own
 // `docker exec -i` pipe with the bare DAP sequence. With
-// SANDBOXD_BENCH_WRITE=<BENCHMARKS.md> it rewrites the bench:debug section.
+// SANDBOXD_BENCH_WRITE=<BENCHMARKS.md> it rewrites the bench:debug section;
+// with SANDBOXD_BENCH_SMOKE=1 as well it runs one round and only checks that
+// the section renders (scripts/test.sh, through scripts/bench.sh).
 //
 //	SANDBOXD_TEST_DOCKER=1 SANDBOXD_BENCH_WRITE=$PWD/BENCHMARKS.md \
 //	  go test ./tools/debug -run '^$' -bench BenchmarkDebug -benchtime 1x
@@ -37,10 +39,14 @@ func BenchmarkDebug(b *testing.B) {
 	}
 }
 
-const (
-	launchRounds = 5
-	stackCalls   = 60
-)
+// benchSizes are the rounds of launches and the stack calls per path; a
+// smoke run (bench.SmokeEnv) makes one of each.
+func benchSizes() (launchRounds, stackCalls int) {
+	if bench.SmokeFromEnv() {
+		return 1, 1
+	}
+	return 5, 60
+}
 
 type benchFigures struct {
 	pyTool, pyDirect, goTool, goDirect []time.Duration
@@ -49,6 +55,7 @@ type benchFigures struct {
 	pyRun, pyRunDirect, pyInitProc []time.Duration
 	goRun, goRunDirect, goInitProc []time.Duration
 	goProcessEvent                 bool // delve sent a process event (else configurationDone's answer ends the peer)
+	rounds                         int  // launch rounds measured
 }
 
 func runDebugBench(b *testing.B) {
@@ -63,12 +70,17 @@ func runDebugBench(b *testing.B) {
 	h.put("spin/main.go", benchSpinGo)
 	container := containerID(b)
 	var f benchFigures
+	launchRounds, stackCalls := benchSizes()
+	f.rounds = launchRounds
 
-	// Warm-up, untimed: the Go build cache and Python's bytecode.
-	toolLaunch(b, h, "main.go", "main.go", 10)
-	directLaunch(b, container, h.dir, "go", 10)
-	toolLaunch(b, h, "app.py", "app.py", 6)
-	directLaunch(b, container, h.dir, "python", 6)
+	// Warm-up, untimed: the Go build cache and Python's bytecode (a smoke
+	// run's figures mean nothing, so it goes without).
+	if !bench.SmokeFromEnv() {
+		toolLaunch(b, h, "main.go", "main.go", 10)
+		directLaunch(b, container, h.dir, "go", 10)
+		toolLaunch(b, h, "app.py", "app.py", 6)
+		directLaunch(b, container, h.dir, "python", 6)
+	}
 
 	for r := 0; r < launchRounds; r++ {
 		// Who goes first rotates, so machine noise hits both alike.
@@ -458,6 +470,9 @@ func report(b *testing.B, f *benchFigures) {
 	b.Logf("\n%s", tb.String())
 
 	path := os.Getenv("SANDBOXD_BENCH_WRITE")
+	if path == "" && bench.SmokeFromEnv() {
+		path = "../../BENCHMARKS.md" // read, never written
+	}
 	if path == "" {
 		return
 	}
@@ -473,7 +488,7 @@ func report(b *testing.B, f *benchFigures) {
 	var body strings.Builder
 	body.WriteString("## Debug: launch to the first breakpoint, launch to running, and stack while stopped\n\n")
 	fmt.Fprintf(&body, "_Measured %s on %s; load average at the end %s; image `%s`; %d rounds._\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine, bench.LoadAverage(), imageName(), launchRounds)
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), machine, bench.LoadAverage(), imageName(), f.rounds)
 	body.WriteString(tb.String())
 	fmt.Fprintf(&body, "\np50 overhead of the tool over the bare adapter: Python launch %s, Go launch %s, stack %s; launch to running: Python %s, Go %s.\n",
 		overhead(p(f.pyTool), p(f.pyDirect)), overhead(p(f.goTool), p(f.goDirect)), overhead(p(f.stackTool), p(f.stackDirect)),
@@ -487,7 +502,7 @@ func report(b *testing.B, f *benchFigures) {
 		"each peer launch starts `docker exec -i` and ends at the `stopped` event. The stack calls alternate raw pipe, tool and peer on one stopped session each. " +
 		"pydevd (inside the debuggee) writes each message as a header and a body in two sends with Nagle on, so a session whose adapter delays its ACK waits about 40 ms per answer; " +
 		"the tool starts debugpy's adapter with TCP_QUICKACK set before each read, the peers run it unchanged, so a peer row with a p50 near 40 ms is that stall (which session meets it varies from run to run).\n")
-	if err := bench.WriteSection(path, "debug", body.String()); err != nil {
+	if err := bench.Publish(path, "debug", body.String(), bench.SmokeFromEnv(), os.Stderr); err != nil {
 		b.Fatal(err)
 	}
 }

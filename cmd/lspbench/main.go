@@ -8,7 +8,10 @@
 //   - the time from the first lsp call on a fresh sandbox to its answer;
 //   - the latency diagnostics on write adds to a one-line edit.
 //
-// Run from the repository root: go run ./tools/lsp/lspbench [-n 400] [-out BENCHMARKS.md]
+// Run from the repository root: go run ./cmd/lspbench [-n 400] [-out BENCHMARKS.md] [--smoke]
+//
+// --smoke makes one call of each kind and checks the section renders, leaving
+// -out alone (scripts/test.sh runs it so the command cannot rot).
 package main
 
 import (
@@ -25,10 +28,18 @@ func main() {
 	edits := flag.Int("edits", 30, "one-line edits per path for the diagnostics-on-write figure")
 	out := flag.String("out", "BENCHMARKS.md", "file whose lsp section is rewritten")
 	image := flag.String("image", envOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image with gopls")
+	smoke := flag.Bool("smoke", false, "one call of each kind; check the section renders without rewriting -out")
 	flag.Parse()
+	if *smoke {
+		*n, *fresh, *edits = 1, 1, 1
+	}
+	if *n < 1 || *fresh < 1 || *edits < 1 {
+		fmt.Fprintf(os.Stderr, "lspbench: -n %d, -fresh %d and -edits %d must each be at least 1\n", *n, *fresh, *edits)
+		os.Exit(2)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	if err := run(ctx, *n, *fresh, *edits, *out, *image); err != nil {
+	if err := run(ctx, *n, *fresh, *edits, *out, *image, *smoke); err != nil {
 		fmt.Fprintln(os.Stderr, "lspbench:", err)
 		os.Exit(1)
 	}

@@ -1,9 +1,12 @@
-// Command bench measures the structural search engine next to the ast-grep
+// Command astgrepbench measures the structural search engine next to the ast-grep
 // CLI on the Go toolchain's own source tree, in one run, and rewrites the
 // astgrep section of BENCHMARKS.md with the figures and the targets of
 // issue 4 computed from them.
 //
-//	go run ./tools/astgrep/bench [-out BENCHMARKS.md] [-ast-grep PATH] [-runs 3]
+//	go run ./cmd/astgrepbench [-out BENCHMARKS.md] [-ast-grep PATH] [-runs 3] [-tree DIR] [--smoke]
+//
+// --smoke runs once over a small tree ($(go env GOROOT)/src/flag) and checks
+// the section renders, leaving -out alone (scripts/test.sh runs it).
 //
 // Each engine measurement runs in a child process (this binary with
 // -child), so its peak memory is its own.
@@ -26,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxd/sandboxd/bench"
 	"github.com/sandboxd/sandboxd/tools/astgrep/engine"
 )
 
@@ -59,8 +63,20 @@ func main() {
 	runs := flag.Int("runs", 3, "runs of each measurement; the median is reported")
 	child := flag.String("child", "", "internal: run one engine measurement for this pattern")
 	childTool := flag.String("child-tool", "", "internal: run one ast_grep measurement through an in-process agent")
+	tree := flag.String("tree", "", "tree to search (default $(go env GOROOT)/src)")
+	smoke := flag.Bool("smoke", false, "one run over a small tree; check the section renders without rewriting -out")
 	flag.Parse()
 	root := filepath.Join(runtime.GOROOT(), "src")
+	if *smoke {
+		root, *runs = filepath.Join(root, "flag"), 1
+	}
+	if *tree != "" {
+		root = *tree
+	}
+	if *runs < 1 {
+		fmt.Fprintf(os.Stderr, "astgrepbench: -runs is %d; give at least 1\n", *runs)
+		os.Exit(2)
+	}
 	if *childTool != "" {
 		if err := runToolChild(root, *childTool); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -79,17 +95,17 @@ func main() {
 		*bin = filepath.Join(".tools", "ast-grep", "node_modules", ".bin", "ast-grep")
 	}
 	if _, err := os.Stat(*bin); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: the ast-grep CLI is not at %s: run scripts/install-ast-grep.sh first\n", *bin)
+		fmt.Fprintf(os.Stderr, "astgrepbench: the ast-grep CLI is not at %s: run scripts/install-ast-grep.sh first\n", *bin)
 		os.Exit(1)
 	}
 	section, err := measure(*bin, root, *runs)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
+		fmt.Fprintln(os.Stderr, "astgrepbench:", err)
 		os.Exit(1)
 	}
 	fmt.Print(section)
-	if err := replaceSection(*out, section); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
+	if err := bench.Publish(*out, "astgrep", section, *smoke, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "astgrepbench:", err)
 		os.Exit(1)
 	}
 }
@@ -172,14 +188,16 @@ func runPeer(bin, root, pattern string) (peerResult, error) {
 	return r, nil
 }
 
-func runEngine(pattern string) (childResult, error) { return runChildMode("-child", pattern) }
+func runEngine(root, pattern string) (childResult, error) {
+	return runChildMode(root, "-child", pattern)
+}
 
-func runChildMode(mode, pattern string) (childResult, error) {
+func runChildMode(root, mode, pattern string) (childResult, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return childResult{}, err
 	}
-	cmd := exec.Command(self, mode, pattern)
+	cmd := exec.Command(self, "-tree", root, mode, pattern)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -217,10 +235,10 @@ func measure(bin, root string, runs int) (string, error) {
 		return strings.Join(strings.Fields(string(l))[:3], " ")
 	}
 	version, _ := exec.Command(bin, "--version").Output()
-	fmt.Fprintf(&b, "<!-- bench:astgrep:start -->\n## Structural search: ast_grep's engine next to the ast-grep CLI\n\n")
+	fmt.Fprintf(&b, "## Structural search: ast_grep's engine next to the ast-grep CLI\n\n")
 	fmt.Fprintf(&b, "_Measured %s on %d cores, %s, peer %s, tree `%s` (Go %s); load average at the start %s._\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), runtime.GOOS+"/"+runtime.GOARCH,
-		strings.TrimSpace(string(version)), "$(go env GOROOT)/src", runtime.Version(), load())
+		strings.TrimSpace(string(version)), treeName(root), runtime.Version(), load())
 	b.WriteString("| search | ast-grep CLI | engine, cold | engine, again on the unchanged tree | engine/peer | target | peak RSS peer / engine | matches peer / engine |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |\n")
 	var notes []string
@@ -235,7 +253,7 @@ func measure(bin, root string, runs int) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			o, err := runEngine(c.pattern)
+			o, err := runEngine(root, c.pattern)
 			if err != nil {
 				return "", err
 			}
@@ -268,7 +286,7 @@ func measure(bin, root string, runs int) (string, error) {
 		var cold, warm []float64
 		var last childResult
 		for i := 0; i < runs; i++ {
-			r, err := runChildMode("-child-tool", c.pattern)
+			r, err := runChildMode(root, "-child-tool", c.pattern)
 			if err != nil {
 				return "", err
 			}
@@ -277,11 +295,10 @@ func measure(bin, root string, runs int) (string, error) {
 		}
 		fmt.Fprintf(&b, "| `%s` | %.0f ms | %.1f ms | %d |\n", c.pattern, median(cold), median(warm), last.Count)
 	}
-	fmt.Fprintf(&b, "\nHow: `go run ./tools/astgrep/bench` runs `ast-grep run -p PATTERN -l go --json=stream` and the engine (each in its own process, alternating, %d runs each, median wall time, largest peak RSS) over the same tree. The engine's cold time includes walking the tree, reading every file and parsing the files that pass the literal prefilter; \"again\" is a second search for the same pattern on the same engine after walking the tree again (file size and mtime unchanged: answered from the cache). Matches are compared as (file, start byte, text). The first table measures the engine on the local file system; the second calls the ast_grep tool itself with the tree as the workspace of a sandbox agent served in the same process over a pipe (one walk, then batched reads over the agent protocol; no container), which is the tool's real path minus Docker.\n\n", runs)
+	fmt.Fprintf(&b, "\nHow: `go run ./cmd/astgrepbench` runs `ast-grep run -p PATTERN -l go --json=stream` and the engine (each in its own process, alternating, %d runs each, median wall time, largest peak RSS) over the same tree. The engine's cold time includes walking the tree, reading every file and parsing the files that pass the literal prefilter; \"again\" is a second search for the same pattern on the same engine after walking the tree again (file size and mtime unchanged: answered from the cache). Matches are compared as (file, start byte, text). The first table measures the engine on the local file system; the second calls the ast_grep tool itself with the tree as the workspace of a sandbox agent served in the same process over a pipe (one walk, then batched reads over the agent protocol; no container), which is the tool's real path minus Docker.\n\n", runs)
 	for _, n := range notes {
 		b.WriteString("- " + n + "\n")
 	}
-	b.WriteString("<!-- bench:astgrep:end -->\n")
 	return b.String(), nil
 }
 
@@ -325,22 +342,11 @@ func compare(peer, ours []string, extra func(string) bool) (same, extras, missin
 	return
 }
 
-// replaceSection swaps the astgrep section of the report, or appends it.
-func replaceSection(path, section string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return err
+// treeName shows root as the report names it: relative to $(go env GOROOT)
+// when it is under it, so the section does not carry this machine's paths.
+func treeName(root string) string {
+	if rel, err := filepath.Rel(runtime.GOROOT(), root); err == nil && !strings.HasPrefix(rel, "..") {
+		return filepath.ToSlash(filepath.Join("$(go env GOROOT)", rel))
 	}
-	s := string(old)
-	const start, end = "<!-- bench:astgrep:start -->", "<!-- bench:astgrep:end -->"
-	i, j := strings.Index(s, start), strings.Index(s, end)
-	if i >= 0 && j > i {
-		s = s[:i] + strings.TrimSuffix(section, "\n") + s[j+len(end):]
-	} else {
-		if s != "" && !strings.HasSuffix(s, "\n\n") {
-			s += "\n"
-		}
-		s += section
-	}
-	return os.WriteFile(path, []byte(s), 0o644)
+	return root
 }
