@@ -45,6 +45,7 @@ type options struct {
 	loadClients   []int
 	loadSandboxes int
 	loadDuration  time.Duration
+	loadExt       string
 }
 
 // parseFlags reads the command line; defaults for the binaries, the image
@@ -71,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&loadClients, "load-clients", "1,8,64", "levels of concurrent clients (runs) for the load benchmark, comma-separated")
 	fs.IntVar(&o.loadSandboxes, "load-sandboxes", 16, "sandboxes (conversations) the load benchmark's clients are spread over")
 	fs.DurationVar(&o.loadDuration, "load-duration", 60*time.Second, "how long each level of the load benchmark calls")
+	fs.StringVar(&o.loadExt, "load-ext", ".txt", "extension of the load benchmark's files (.go: the diagnostics hook looks for a Go module above each)")
 	if err := fs.Parse(args); err != nil {
 		return o, usagef("%v", err)
 	}
@@ -111,6 +113,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.loadDuration < time.Second {
 		return o, usagef("--load-duration %s is under a second; give a duration such as 60s", o.loadDuration)
+	}
+	if !strings.HasPrefix(o.loadExt, ".") || len(o.loadExt) < 2 || strings.ContainsAny(o.loadExt, "/ ") {
+		return o, usagef("--load-ext %q is not a file extension; give one such as .txt or .go", o.loadExt)
 	}
 	if o.idleWait < 0 {
 		return o, usagef("--idle-wait %s is negative; give a duration such as 10s", o.idleWait)

@@ -160,7 +160,7 @@ func runLoadLevel(ctx context.Context, e *env, sd *sandboxd, cl *client.Client, 
 		if err != nil {
 			return fmt.Errorf("open run %d: %w", i, err)
 		}
-		c := &loadClient{run: run.ID, path: fmt.Sprintf("load/l%d-c%d.txt", level, i)}
+		c := &loadClient{run: run.ID, path: fmt.Sprintf("load/l%d-c%d%s", level, i, e.opts.loadExt)}
 		cs[i] = c
 		for _, tool := range []string{"write", "read", "edit", "read"} {
 			if err := c.call(ctx, cl, tool); err != nil {

@@ -73,11 +73,11 @@ func renderLoad(e *env, sd *sandboxd, r loadResult) string {
 	fmt.Fprintf(&b, "\nHow: %d sandboxes, each its own conversation; at each level every client is a run of "+
 		"conversation i mod %d (so at 64 clients four runs share each conversation, and their writes queue behind "+
 		"each other as the contract says, while different conversations must not wait for each other). Each client "+
-		"owns a 2 KiB `.txt` file and calls for %s without pause, in the repeating mix read, write, read, edit "+
+		"owns a 2 KiB `%s` file and calls for %s without pause, in the repeating mix read, write, read, edit "+
 		"(each client starting at a different point of it); write rewrites the whole file, edit changes its first "+
 		"line, and every read checks it finds the text the client's last change wrote. One keep-alive HTTP "+
 		"connection per client. Timed calls: %s. CPU per call is sandboxd's user + system time (from "+
 		"/proc/<pid>/stat) over the level, divided by its calls; the agents' own work in the containers is not in it.\n",
-		r.sandboxes, r.sandboxes, dur, strings.Join(calls, "; "))
+		r.sandboxes, r.sandboxes, e.opts.loadExt, dur, strings.Join(calls, "; "))
 	return b.String()
 }

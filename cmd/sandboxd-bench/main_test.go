@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -32,6 +33,11 @@ func TestParseFlags(t *testing.T) {
 		{"--idle-parallel", "0"},
 		{"--rounds", "500", "--execs", "300"},
 		{"--idle-wait", "-1s"},
+		{"--load-clients", "1,0"},
+		{"--load-clients", "8,x"},
+		{"--load-sandboxes", "0"},
+		{"--load-duration", "10ms"},
+		{"--load-ext", "go"},
 		{"extra"},
 	} {
 		_, err := parseFlags(bad, io.Discard)
@@ -39,6 +45,23 @@ func TestParseFlags(t *testing.T) {
 		if !errors.As(err, &u) {
 			t.Errorf("%v: err = %v, want a usage error", bad, err)
 		}
+	}
+}
+
+func TestParseLoadFlags(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.runs(benchLoad) {
+		t.Error("the load benchmark runs without --only naming it")
+	}
+	o, err = parseFlags([]string{"--only", "load", "--load-clients", "1, 8,64", "--load-duration", "5s", "--load-ext", ".go"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.runs(benchLoad) || fmt.Sprint(o.loadClients) != "[1 8 64]" || o.loadSandboxes != 16 || o.loadDuration != 5*time.Second || o.loadExt != ".go" {
+		t.Errorf("options = %+v", o)
 	}
 }
 
