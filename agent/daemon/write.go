@@ -27,6 +27,16 @@ type commitEnv struct {
 	hook func(int) error
 	// limits apply to the expectation hashing's reads.
 	limits readLimits
+	// sync fsyncs files side by side; nil is syncFiles. Tests record
+	// through it which files each fsync round held.
+	sync func(files []*os.File) error
+}
+
+func (env commitEnv) syncFiles(files []*os.File) error {
+	if env.sync != nil {
+		return env.sync(files)
+	}
+	return syncFiles(files)
 }
 
 // writePlan is one entry of a write_files batch on its way to disk.
@@ -50,6 +60,15 @@ type writePlan struct {
 // by one. A failure puts back everything already changed; a crash at any
 // point is settled from the journal (see journal.go) when the agent starts
 // or before the next operation on the workspace.
+//
+// The plan must be durable before the batch changes a name anyone sees.
+// Staging only adds hidden names (which a lost plan leaves behind, never
+// read or listed, as a lost journal entry already may), so the plan is
+// fsynced together with the staged files in the barrier; only a batch that
+// makes directories, which are seen, fsyncs its plan alone first. Every
+// write then waits for four fsync rounds (barrier, commit line, the
+// targets' directories, the journal's removal) instead of five, and it
+// holds its conversation's turn (tools/serial.go) for all of them.
 func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 	if len(r.Files) == 0 {
 		return errdefs.InvalidArgument("write_files has no files; list at least one")
@@ -94,6 +113,13 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 		if jf, err = env.journal.begin(realRoot, entries); err != nil {
 			return errdefs.Unavailable("the write was not made: %v; check the agent's state dir and retry", err)
 		}
+		if makesDirs(plans) {
+			if err := env.syncFiles([]*os.File{jf.f}); err != nil {
+				jf.remove()
+				return errdefs.Unavailable("the write was not made: the commit journal %s cannot be fsynced (%v); check the agent's state dir and retry", jf.path, err)
+			}
+			jf.planSynced = true
+		}
 		commitPoint(realRoot, "planned")
 	}
 	committed := false
@@ -115,7 +141,7 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 			return err
 		}
 	}
-	if err := barrier(plans, jf); err != nil {
+	if err := barrier(plans, jf, env); err != nil {
 		return errdefs.Internal("cannot fsync the staged files: %v", err)
 	}
 	if jf != nil {
@@ -346,11 +372,22 @@ func stage(p *writePlan) error {
 	return nil
 }
 
+// makesDirs reports whether a batch creates directories.
+func makesDirs(plans []*writePlan) bool {
+	for _, p := range plans {
+		if len(p.entry.MkDirs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // barrier fsyncs what must be durable before a batch may commit: every
 // staged file and, with a journal, the directories holding them, the
-// parents of the directories made, and the journal's own directory (its
-// new entry). The staged files are closed after.
-func barrier(plans []*writePlan, jf *journalFile) error {
+// parents of the directories made, the journal's own directory (its new
+// entry) and, unless writeFiles synced it already, the journal's plan.
+// The staged files are closed after.
+func barrier(plans []*writePlan, jf *journalFile, env commitEnv) error {
 	var files, opened []*os.File
 	defer func() {
 		for _, f := range opened {
@@ -378,8 +415,11 @@ func barrier(plans []*writePlan, jf *journalFile) error {
 		}
 		opened = append(opened, jd)
 		files = append(append(files, dirs...), jd)
+		if !jf.planSynced {
+			files = append(files, jf.f)
+		}
 	}
-	return syncFiles(files)
+	return env.syncFiles(files)
 }
 
 // planDirFiles lists the directories a batch changes: the targets' and,

@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+)
+
+// syncRounds records the files of each fsync round a batch makes through
+// commitEnv.sync, and what the workspace held when each round began.
+type syncRounds struct {
+	root    string
+	names   [][]string // base names per round
+	dirMade []bool     // whether root/new existed as the round began
+}
+
+func (r *syncRounds) sync(files []*os.File) error {
+	var names []string
+	for _, f := range files {
+		names = append(names, filepath.Base(f.Name()))
+	}
+	_, err := os.Stat(filepath.Join(r.root, "new"))
+	r.names = append(r.names, names)
+	r.dirMade = append(r.dirMade, !errors.Is(err, fs.ErrNotExist))
+	return syncFiles(files)
+}
+
+func hasName(names []string, pred func(string) bool) bool {
+	for _, n := range names {
+		if pred(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// isJournal tells a journal file; it was opened under its hidden name
+// (".<key>-<id>.new") and keeps that name in os.File after the rename.
+func isJournal(n string) bool {
+	return strings.HasSuffix(n, journalSuffix) || strings.HasPrefix(n, ".") && strings.HasSuffix(n, ".new")
+}
+func isStage(n string) bool { return strings.HasPrefix(n, stagePrefix) }
+
+// A batch that makes no directory fsyncs its plan in the same round as its
+// staged file (one round fewer per write); the plan is still durable
+// before the commit line, which is the first thing recovery acts on.
+func TestPlanSyncedWithTheStagedFiles(t *testing.T) {
+	root := writeFixture(t)
+	r := &syncRounds{root: root}
+	req := &proto.WriteFilesRequest{Root: root, Files: []proto.WriteFile{{Path: "a.txt", Data: []byte("new a")}}}
+	if err := writeFiles(req, commitEnv{journal: testJournal(t), sync: r.sync}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.names) == 0 {
+		t.Fatal("the batch made no fsync round through commitEnv.sync")
+	}
+	first := r.names[0]
+	if !hasName(first, isJournal) || !hasName(first, isStage) {
+		t.Errorf("the first fsync round holds %v; want the journal's plan and the staged file together", first)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "a.txt")); string(got) != "new a" {
+		t.Errorf("a.txt holds %q after the batch", got)
+	}
+}
+
+// A batch that makes a directory fsyncs its plan alone, before the
+// directory appears: a crash must never leave a made directory that no
+// durable plan can take back.
+func TestPlanSyncedBeforeADirectoryIsMade(t *testing.T) {
+	root := writeFixture(t)
+	r := &syncRounds{root: root}
+	req := &proto.WriteFilesRequest{Root: root, Files: []proto.WriteFile{{Path: "new/c.txt", Data: []byte("c"), MkdirAll: true}}}
+	if err := writeFiles(req, commitEnv{journal: testJournal(t), sync: r.sync}); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.names) < 2 {
+		t.Fatalf("fsync rounds %v; want the plan alone, then the barrier", r.names)
+	}
+	if len(r.names[0]) != 1 || !isJournal(r.names[0][0]) {
+		t.Errorf("the first fsync round holds %v; want only the journal's plan", r.names[0])
+	}
+	if r.dirMade[0] {
+		t.Error("the directory existed before the plan was fsynced")
+	}
+	if hasName(r.names[1], isJournal) {
+		t.Errorf("the barrier %v fsyncs the plan again", r.names[1])
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "new", "c.txt")); string(got) != "c" {
+		t.Errorf("new/c.txt holds %q after the batch", got)
+	}
+}
+
+// Two workspaces' batches share the agent's journal directory but never
+// wait for each other: while one is held inside its fsync barrier (a slow
+// disk), the other settles its root and commits. A lock shared across
+// workspaces would show here as the second batch never finishing.
+func TestBatchesOnTwoRootsDoNotQueue(t *testing.T) {
+	j := testJournal(t)
+	rootA, rootB := writeFixture(t), writeFixture(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := func(files []*os.File) error {
+		close(entered)
+		<-release
+		return syncFiles(files)
+	}
+	doneA := make(chan error, 1)
+	go func() {
+		req := &proto.WriteFilesRequest{Root: rootA, Files: []proto.WriteFile{{Path: "a.txt", Data: []byte("A")}}}
+		doneA <- writeFiles(req, commitEnv{journal: j, sync: slow})
+	}()
+	<-entered
+	doneB := make(chan error, 1)
+	go func() {
+		if err := j.recover(rootB); err != nil {
+			doneB <- err
+			return
+		}
+		req := &proto.WriteFilesRequest{Root: rootB, Files: []proto.WriteFile{{Path: "a.txt", Data: []byte("B")}}}
+		doneB <- writeFiles(req, commitEnv{journal: j})
+	}()
+	var errB error
+	select {
+	case errB = <-doneB:
+	case err := <-doneA:
+		t.Fatalf("batch A finished (%v) while held in its fsync", err)
+	case <-time.After(20 * time.Second):
+		close(release)
+		t.Fatal("batch B did not finish within 20 s while batch A was held in its fsync: the roots queue behind each other")
+	}
+	close(release)
+	if errB != nil {
+		t.Fatalf("batch B: %v", errB)
+	}
+	if err := <-doneA; err != nil {
+		t.Fatalf("batch A: %v", err)
+	}
+	for root, want := range map[string]string{rootA: "A", rootB: "B"} {
+		if got, _ := os.ReadFile(filepath.Join(root, "a.txt")); string(got) != want {
+			t.Errorf("%s/a.txt holds %q, want %q", root, got, want)
+		}
+	}
+	// Root B's settling skipped root A's live journal, and both finished.
+	if left := journalsLeft(t, j); len(left) != 0 {
+		t.Errorf("journals left: %v", left)
+	}
+}
