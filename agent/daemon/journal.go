@@ -23,7 +23,9 @@ import (
 //	plan    written and fsynced before anything in the workspace changes:
 //	        every entry's directory, names and old inode (its directory
 //	        entry is fsynced with the staged files, before the commit line)
-//	commit  appended once every staged file is fsynced: the staged inodes
+//	commit  appended once every staged file is fsynced: the staged inodes;
+//	        fsynced with the targets' directories once the entries are in
+//	        place, before the batch is answered
 //	abort   appended when the batch failed after its commit line
 //
 // A journal left behind by a killed agent is rolled forward when it has a
@@ -140,11 +142,19 @@ func (j *journal) begin(root string, entries []journalEntry) (*journalFile, erro
 
 // mark appends a commit or abort line and fsyncs it.
 func (jf *journalFile) mark(m journalMark) error {
-	line, _ := json.Marshal(m)
-	if _, err := jf.f.Write(append(line, '\n')); err != nil {
+	if err := jf.write(m); err != nil {
 		return err
 	}
 	return jf.f.Sync()
+}
+
+// write appends a commit or abort line without fsyncing it; the caller
+// makes it durable (write.go fsyncs the commit line with the targets'
+// directories).
+func (jf *journalFile) write(m journalMark) error {
+	line, _ := json.Marshal(m)
+	_, err := jf.f.Write(append(line, '\n'))
+	return err
 }
 
 // finish removes a settled journal; the directory is fsynced so that a

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,9 +105,9 @@ func TestBatchesOnTwoRootsDoNotQueue(t *testing.T) {
 	j := testJournal(t)
 	rootA, rootB := writeFixture(t), writeFixture(t)
 	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	slow := func(files []*os.File) error {
-		close(entered)
-		<-release
+		once.Do(func() { close(entered); <-release })
 		return syncFiles(files)
 	}
 	doneA := make(chan error, 1)
@@ -148,5 +149,65 @@ func TestBatchesOnTwoRootsDoNotQueue(t *testing.T) {
 	// Root B's settling skipped root A's live journal, and both finished.
 	if left := journalsLeft(t, j); len(left) != 0 {
 		t.Errorf("journals left: %v", left)
+	}
+}
+
+// A batch that replaces existing files makes its commit line durable only
+// with the targets' directories, after the entries are in place. A crash
+// there with the line lost must still settle the batch: recovery rolls it
+// back from the plan alone, the old contents under the batch's names.
+func TestLateCommitLineRollsBackFromThePlan(t *testing.T) {
+	root := writeFixture(t)
+	before := snapshotTree(t, root)
+	j := testJournal(t)
+	var rounds [][]string
+	var recovered map[string]string
+	var recErr error
+	record := func(files []*os.File) error {
+		var names []string
+		for _, f := range files {
+			names = append(names, filepath.Base(f.Name()))
+		}
+		rounds = append(rounds, names)
+		if len(rounds) == 2 {
+			// The entries are in place; the commit line is written but
+			// not yet durable. A crash now may lose it: recovery must then
+			// see a journal holding only the plan.
+			left := journalsLeft(t, j)
+			if len(left) != 1 {
+				t.Fatalf("journals at the last round: %v", left)
+			}
+			text, err := os.ReadFile(filepath.Join(j.dir, left[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, _, _ := strings.Cut(string(text), "\n")
+			lost := filepath.Join(j.dir, rootKey(root)+"-000000000000"+journalSuffix)
+			if err := os.WriteFile(lost, []byte(plan+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			recErr = j.recover(root)
+			recovered = snapshotTree(t, root)
+		}
+		return syncFiles(files)
+	}
+	req := &proto.WriteFilesRequest{Root: root, Files: []proto.WriteFile{
+		{Path: "a.txt", Data: []byte("new a")},
+		{Path: "gone.txt", Delete: true},
+	}}
+	_ = writeFiles(req, commitEnv{journal: j, sync: record})
+	if len(rounds) != 2 {
+		t.Fatalf("fsync rounds through commitEnv.sync: %v; want the barrier, then the commit line with the directories", rounds)
+	}
+	if !hasName(rounds[1], isJournal) {
+		t.Errorf("the last round %v does not hold the journal (its commit line)", rounds[1])
+	}
+	if recErr != nil {
+		t.Fatalf("recovery: %v", recErr)
+	}
+	for name, want := range before {
+		if recovered[name] != want {
+			t.Errorf("after recovery %s holds %q, want the old %q", name, recovered[name], want)
+		}
 	}
 }

@@ -65,10 +65,14 @@ type writePlan struct {
 // Staging only adds hidden names (which a lost plan leaves behind, never
 // read or listed, as a lost journal entry already may), so the plan is
 // fsynced together with the staged files in the barrier; only a batch that
-// makes directories, which are seen, fsyncs its plan alone first. Every
-// write then waits for four fsync rounds (barrier, commit line, the
-// targets' directories, the journal's removal) instead of five, and it
-// holds its conversation's turn (tools/serial.go) for all of them.
+// makes directories, which are seen, fsyncs its plan alone first. A batch
+// that only replaces or deletes existing files fsyncs its commit line with
+// the targets' directories (lateCommit below). Such a write (write or edit
+// of an existing file) waits for three fsync rounds — the barrier; the
+// commit line with the targets' directories; the journal's removal — where
+// it waited for five, and it holds its conversation's turn
+// (tools/serial.go) through all of them: under load those rounds were
+// where a conversation's writes queued.
 func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 	if len(r.Files) == 0 {
 		return errdefs.InvalidArgument("write_files has no files; list at least one")
@@ -123,6 +127,16 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 		commitPoint(realRoot, "planned")
 	}
 	committed := false
+	// lateCommit: the commit line is fsynced with the targets' directories
+	// after the entries are in place, not alone before. Until the answer a
+	// crash may settle the batch either way, and without a durable commit
+	// line recovery rolls back whatever of it reached the disk — which it
+	// can do from the plan alone when every entry replaces or deletes an
+	// existing file (the old inode is in the plan and keeps a name of the
+	// batch). A new file is known to recovery only by its staged inode,
+	// which the commit line carries, so a batch that creates one makes the
+	// line durable first.
+	lateCommit := jf != nil && onlyExisting(plans)
 	defer func() {
 		if err != nil {
 			err = abandon(plans, jf, committed, err)
@@ -153,7 +167,13 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 		// From here the commit line may be on disk, even if its write
 		// fails: an undo must then record its abort first.
 		committed = true
-		if err := jf.mark(journalMark{Commit: true, Staged: staged}); err != nil {
+		m := journalMark{Commit: true, Staged: staged}
+		if lateCommit {
+			err = jf.write(m)
+		} else {
+			err = jf.mark(m)
+		}
+		if err != nil {
 			return errdefs.Internal("cannot record the commit in the journal %s: %v", jf.path, err)
 		}
 		commitPoint(realRoot, "committed")
@@ -170,7 +190,15 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 		commitPoint(realRoot, "applied:"+strconv.Itoa(i))
 	}
 	dirs, _, _ := planDirFiles(plans, false)
-	_ = syncDirs(dirs)
+	if lateCommit {
+		// The commit line and the entries in place become durable in one
+		// round; the journal may go only after both.
+		if err := env.syncFiles(append(uniqueFiles(dirs), jf.f)); err != nil {
+			return errdefs.Internal("cannot make the commit durable (the journal %s and the targets' directories): %v", jf.path, err)
+		}
+	} else {
+		_ = env.syncFiles(uniqueFiles(dirs))
+	}
 	commitPoint(realRoot, "synced")
 	for _, p := range plans {
 		tidyEntry(int(p.dir.Fd()), &p.entry)
@@ -370,6 +398,30 @@ func stage(p *writePlan) error {
 	}
 	p.staged = tmp
 	return nil
+}
+
+// uniqueFiles drops repeated files (several entries in one directory).
+func uniqueFiles(files []*os.File) []*os.File {
+	seen := map[string]bool{}
+	var out []*os.File
+	for _, f := range files {
+		if f != nil && !seen[f.Name()] {
+			seen[f.Name()] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// onlyExisting reports whether every entry of a batch replaces or deletes
+// a file that exists.
+func onlyExisting(plans []*writePlan) bool {
+	for _, p := range plans {
+		if !p.existed || p.entry.OldIno == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // makesDirs reports whether a batch creates directories.
