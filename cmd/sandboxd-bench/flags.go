@@ -46,6 +46,10 @@ type options struct {
 	loadSandboxes int
 	loadDuration  time.Duration
 	loadExt       string
+	// loadBaseline is an earlier report whose load figures are shown as
+	// "before", labelled loadBaselineLabel.
+	loadBaseline      string
+	loadBaselineLabel string
 }
 
 // parseFlags reads the command line; defaults for the binaries, the image
@@ -73,6 +77,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.loadSandboxes, "load-sandboxes", 16, "sandboxes (conversations) the load benchmark's clients are spread over")
 	fs.DurationVar(&o.loadDuration, "load-duration", 60*time.Second, "how long each level of the load benchmark calls")
 	fs.StringVar(&o.loadExt, "load-ext", ".txt", "extension of the load benchmark's files (.go: the diagnostics hook looks for a Go module above each)")
+	fs.StringVar(&o.loadBaseline, "load-baseline", "", "an earlier report of the load benchmark whose figures are shown as \"before\"")
+	fs.StringVar(&o.loadBaselineLabel, "load-baseline-label", "the earlier run", "what the --load-baseline figures are, e.g. a commit")
 	if err := fs.Parse(args); err != nil {
 		return o, usagef("%v", err)
 	}

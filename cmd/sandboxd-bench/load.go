@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,9 @@ type loadResult struct {
 	levels    []loadLevel
 	sandboxes int
 	loadStart string // the machine's load average before the first level
+
+	// An earlier run's figures (--load-baseline), shown as "before".
+	baselineLabel, baselineMeta, baselineTable string
 }
 
 // runLoad creates the sandboxes, then runs each level of clients against
@@ -50,7 +54,16 @@ type loadResult struct {
 // says), while different conversations must not wait for each other.
 func runLoad(ctx context.Context, e *env, sd *sandboxd) (loadResult, error) {
 	o := e.opts
-	r := loadResult{sandboxes: o.loadSandboxes, loadStart: bench.LoadAverage()}
+	r := loadResult{sandboxes: o.loadSandboxes, loadStart: bench.LoadAverage(), baselineLabel: o.loadBaselineLabel}
+	if o.loadBaseline != "" {
+		doc, err := os.ReadFile(o.loadBaseline)
+		if err != nil {
+			return r, fmt.Errorf("--load-baseline: %w", err)
+		}
+		if r.baselineMeta, r.baselineTable, err = baselineTable(string(doc)); err != nil {
+			return r, usagef("--load-baseline %s: %v", o.loadBaseline, err)
+		}
+	}
 	maxClients := 0
 	for _, c := range o.loadClients {
 		maxClients = max(maxClients, c)

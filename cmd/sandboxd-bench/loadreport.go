@@ -34,6 +34,33 @@ func loadChecks(r loadResult) []bench.Check {
 	return cs
 }
 
+// baselineTable finds the load section of an earlier report and returns
+// its measurement line and its first table (the figures per level), to be
+// shown next to this run's: a change's before and after, each measured by
+// this program.
+func baselineTable(doc string) (meta, table string, err error) {
+	start, end := bench.Markers(benchLoad)
+	i, j := strings.Index(doc, start), strings.Index(doc, end)
+	if i < 0 || j < i {
+		return "", "", fmt.Errorf("it has no %s ... %s section; give a report this benchmark wrote", start, end)
+	}
+	var rows []string
+	for _, line := range strings.Split(doc[i+len(start):j], "\n") {
+		switch {
+		case meta == "" && strings.HasPrefix(line, "_Measured "):
+			meta = line
+		case strings.HasPrefix(line, "| "):
+			rows = append(rows, line)
+		case len(rows) > 0:
+			return meta, strings.Join(rows, "\n") + "\n", nil
+		}
+	}
+	if len(rows) == 0 {
+		return "", "", fmt.Errorf("its load section has no table")
+	}
+	return meta, strings.Join(rows, "\n") + "\n", nil
+}
+
 func renderLoad(e *env, sd *sandboxd, r loadResult) string {
 	var b strings.Builder
 	b.WriteString("## Throughput: concurrent runs reading and writing\n\n" + meta(e, sd))
@@ -55,6 +82,9 @@ func renderLoad(e *env, sd *sandboxd, r loadResult) string {
 		}
 		cells = append(cells, bench.Ms(per))
 		b.WriteString(row(cells...))
+	}
+	if r.baselineTable != "" {
+		b.WriteString("\nBefore (" + r.baselineLabel + "), measured by the same program:\n\n" + r.baselineMeta + "\n\n" + r.baselineTable)
 	}
 	b.WriteString("\n")
 	b.WriteString(strings.Replace(checksTable(loadChecks(r)...), "target (issue 2)", "target (issue 15)", 1))

@@ -189,3 +189,17 @@ func TestRenderRead4KAndWriteSection(t *testing.T) {
 		t.Errorf("report:\n%s", doc)
 	}
 }
+
+func TestBaselineTable(t *testing.T) {
+	doc := "# Benchmarks\n\n<!-- bench:load:start -->\n## Throughput\n\n_Measured then._\n\n| clients | calls/s |\n| ---: | ---: |\n| 1 | 200 |\n\n| target | got |\n| --- | --- |\n<!-- bench:load:end -->\n"
+	meta, table, err := baselineTable(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta != "_Measured then._" || table != "| clients | calls/s |\n| ---: | ---: |\n| 1 | 200 |\n" {
+		t.Errorf("meta %q, table %q", meta, table)
+	}
+	if _, _, err := baselineTable("# no section\n"); err == nil {
+		t.Error("a report without a load section gave no error")
+	}
+}
