@@ -30,7 +30,10 @@ import (
 //
 // A journal left behind by a killed agent is rolled forward when it has a
 // commit line and no abort line (every staged file is durable, so the new
-// tree can always be completed) and rolled back otherwise. Recovery looks at
+// tree can always be completed) and rolled back otherwise. The journal of
+// a finished batch is removed without an fsync, so after a power loss one
+// may come back whose batch was answered; rolling it forward leaves every
+// entry already put in place, and so every later change. Recovery looks at
 // what each name holds now (by inode), so running it again, or after a
 // partial recovery, is harmless. The live owner of a journal holds an
 // exclusive flock on it; recovery skips journals whose lock is held.
@@ -164,6 +167,18 @@ func (jf *journalFile) finish() error {
 	if err == nil {
 		err = syncDir(jf.j.dir)
 	}
+	jf.f.Close()
+	return err
+}
+
+// release removes the journal of a batch that is durably in place,
+// without fsyncing the journal directory: the removal becomes durable with
+// the directory's next fsync (the next batch's barrier). One that comes
+// back after a power loss is rolled forward, which leaves alone every
+// entry already put in place (rollForward), so it costs the answer no
+// fsync round.
+func (jf *journalFile) release() error {
+	err := os.Remove(jf.path)
 	jf.f.Close()
 	return err
 }

@@ -211,3 +211,81 @@ func TestLateCommitLineRollsBackFromThePlan(t *testing.T) {
 		}
 	}
 }
+
+// The journal of an answered batch is removed without an fsync, so a power
+// loss may bring it back, with its commit line, and perhaps the batch's
+// hidden old file too. Recovery must then leave every later change alone:
+// neither put the old file over a later write nor bring back a file
+// deleted since, and not fail.
+func TestStaleJournalLeavesLaterChanges(t *testing.T) {
+	for _, later := range []proto.WriteFile{
+		{Path: "a.txt", Data: []byte("two")},
+		{Path: "a.txt", Delete: true},
+	} {
+		t.Run(map[bool]string{false: "write", true: "delete"}[later.Delete], func(t *testing.T) {
+			root := writeFixture(t)
+			j := testJournal(t)
+			var saved, name string
+			var stage string
+			capture := func(files []*os.File) error {
+				if left := journalsLeft(t, j); len(left) == 1 && hasName(namesOf(files), isJournal) && !hasName(namesOf(files), isStage) {
+					name = left[0]
+					text, err := os.ReadFile(filepath.Join(j.dir, name))
+					if err != nil {
+						t.Fatal(err)
+					}
+					saved = string(text)
+				}
+				return syncFiles(files)
+			}
+			// A second link keeps the old file's inode, to put it back
+			// under the stage name as a lost unlink would leave it.
+			oldLink := filepath.Join(root, "..", filepath.Base(root)+"-old")
+			if err := os.Link(filepath.Join(root, "a.txt"), oldLink); err != nil {
+				t.Skipf("no hard link beside the workspace: %v", err)
+			}
+			t.Cleanup(func() { os.Remove(oldLink) })
+			req := &proto.WriteFilesRequest{Root: root, Files: []proto.WriteFile{{Path: "a.txt", Data: []byte("one")}}}
+			if err := writeFiles(req, commitEnv{journal: j, sync: capture}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(saved, `"commit":true`) {
+				t.Fatalf("the journal at the last round holds %q; want its commit line", saved)
+			}
+			plan, _, _ := readJournal(strings.NewReader(saved))
+			stage = plan.Entries[0].Stage
+			if err := writeFiles(&proto.WriteFilesRequest{Root: root, Files: []proto.WriteFile{later}}, commitEnv{journal: j}); err != nil {
+				t.Fatal(err)
+			}
+			// The power loss: the first journal's removal and the unlink
+			// of its stage name (which held the old file) were lost.
+			if err := os.WriteFile(filepath.Join(j.dir, name), []byte(saved), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Link(oldLink, filepath.Join(root, stage)); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.recover(root); err != nil {
+				t.Fatalf("recovery: %v", err)
+			}
+			got, err := os.ReadFile(filepath.Join(root, "a.txt"))
+			switch {
+			case later.Delete && !errors.Is(err, fs.ErrNotExist):
+				t.Errorf("a.txt, deleted after the batch, is back holding %q", got)
+			case !later.Delete && string(got) != "two":
+				t.Errorf("a.txt holds %q (%v), want the later write's \"two\"", got, err)
+			}
+			if left := journalsLeft(t, j); len(left) != 0 {
+				t.Errorf("journals left: %v", left)
+			}
+		})
+	}
+}
+
+func namesOf(files []*os.File) []string {
+	var names []string
+	for _, f := range files {
+		names = append(names, filepath.Base(f.Name()))
+	}
+	return names
+}
