@@ -67,12 +67,12 @@ type writePlan struct {
 // fsynced together with the staged files in the barrier; only a batch that
 // makes directories, which are seen, fsyncs its plan alone first. A batch
 // that only replaces or deletes existing files fsyncs its commit line with
-// the targets' directories (lateCommit below), and the journal's removal
-// is not fsynced (journalFile.release). Such a write (write or edit of an
-// existing file) waits for two fsync rounds — the barrier; the commit line
-// with the targets' directories — where it waited for five, and it holds
-// its conversation's turn (tools/serial.go) through all of them: under
-// load those rounds were where a conversation's writes queued.
+// the targets' directories (lateCommit below). No batch fsyncs its
+// journal's removal (journalFile.release). A write or edit of an existing
+// file so waits for two fsync rounds — the barrier; the commit line with
+// the targets' directories — where it waited for five, and it holds its
+// conversation's turn (tools/serial.go) through all of them: under load
+// those rounds were where a conversation's writes queued.
 func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 	if len(r.Files) == 0 {
 		return errdefs.InvalidArgument("write_files has no files; list at least one")
