@@ -23,12 +23,17 @@ import (
 //	plan    written and fsynced before anything in the workspace changes:
 //	        every entry's directory, names and old inode (its directory
 //	        entry is fsynced with the staged files, before the commit line)
-//	commit  appended once every staged file is fsynced: the staged inodes
+//	commit  appended once every staged file is fsynced: the staged inodes;
+//	        fsynced with the targets' directories once the entries are in
+//	        place, before the batch is answered
 //	abort   appended when the batch failed after its commit line
 //
 // A journal left behind by a killed agent is rolled forward when it has a
 // commit line and no abort line (every staged file is durable, so the new
-// tree can always be completed) and rolled back otherwise. Recovery looks at
+// tree can always be completed) and rolled back otherwise. The journal of
+// a finished batch is removed without an fsync, so after a power loss one
+// may come back whose batch was answered; rolling it forward leaves every
+// entry already put in place, and so every later change. Recovery looks at
 // what each name holds now (by inode), so running it again, or after a
 // partial recovery, is harmless. The live owner of a journal holds an
 // exclusive flock on it; recovery skips journals whose lock is held.
@@ -92,12 +97,17 @@ type journalFile struct {
 	j    *journal
 	f    *os.File
 	path string
+	// planSynced is set once the plan line is fsynced on its own.
+	planSynced bool
 }
 
 // begin writes the plan of a batch on root and returns its locked journal.
 // The file is made and locked under a name recovery ignores, then renamed
 // into view, so recovery never sees a journal whose owner is still alive
-// without its lock.
+// without its lock. The plan is not fsynced here: the caller does it
+// before the batch changes a name anyone sees (write.go), alone when the
+// batch makes directories and otherwise with the staged files' barrier,
+// saving one fsync round per batch.
 func (j *journal) begin(root string, entries []journalEntry) (*journalFile, error) {
 	if j.broken != nil {
 		return nil, j.broken
@@ -118,9 +128,6 @@ func (j *journal) begin(root string, entries []journalEntry) (*journalFile, erro
 		_, err = f.Write(append(line, '\n'))
 	}
 	if err == nil {
-		err = f.Sync()
-	}
-	if err == nil {
 		final := filepath.Join(j.dir, name+journalSuffix)
 		// The new entry is made durable with the staged files, before the
 		// commit line (write.go's barrier): until then a lost journal
@@ -138,11 +145,19 @@ func (j *journal) begin(root string, entries []journalEntry) (*journalFile, erro
 
 // mark appends a commit or abort line and fsyncs it.
 func (jf *journalFile) mark(m journalMark) error {
-	line, _ := json.Marshal(m)
-	if _, err := jf.f.Write(append(line, '\n')); err != nil {
+	if err := jf.write(m); err != nil {
 		return err
 	}
 	return jf.f.Sync()
+}
+
+// write appends a commit or abort line without fsyncing it; the caller
+// makes it durable (write.go fsyncs the commit line with the targets'
+// directories).
+func (jf *journalFile) write(m journalMark) error {
+	line, _ := json.Marshal(m)
+	_, err := jf.f.Write(append(line, '\n'))
+	return err
 }
 
 // finish removes a settled journal; the directory is fsynced so that a
@@ -152,6 +167,18 @@ func (jf *journalFile) finish() error {
 	if err == nil {
 		err = syncDir(jf.j.dir)
 	}
+	jf.f.Close()
+	return err
+}
+
+// release removes the journal of a batch that is durably in place,
+// without fsyncing the journal directory: the removal becomes durable with
+// the directory's next fsync (the next batch's barrier). One that comes
+// back after a power loss is rolled forward, which leaves alone every
+// entry already put in place (rollForward), so it costs the answer no
+// fsync round.
+func (jf *journalFile) release() error {
+	err := os.Remove(jf.path)
 	jf.f.Close()
 	return err
 }

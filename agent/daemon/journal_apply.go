@@ -142,14 +142,29 @@ func pathErr(op string, e *journalEntry, err error) error {
 	return &os.PathError{Op: op, Path: e.display, Err: err}
 }
 
-// rollForward completes a batch whose journal has its commit line.
+// placed reports whether e's staged file has left its stage name, so the
+// entry was put in place once, whatever changed the target since. A
+// journal whose removal was not yet durable comes back after a power loss
+// although its batch was answered (write.go removes it without fsyncing
+// the journal directory); completing such an entry again would put the
+// batch's leftovers (the old file, under the stage name after the
+// exchange) over a later change, or bring back a file deleted since.
+func (e *journalEntry) placed(dfd int) bool {
+	if e.Delete || e.staged == 0 {
+		return false // applyEntry moves only the old file itself
+	}
+	return inoAt(dfd, e.Stage) != e.staged
+}
+
+// rollForward completes a batch whose journal has its commit line, except
+// entries already put in place.
 func rollForward(root string, entries []journalEntry) error {
 	// A directory that cannot be opened had its entry's files removed
 	// behind the journal's back; there is nothing to complete in it.
 	dirs, _ := openEntryDirs(root, entries)
 	defer closeDirs(dirs)
 	for i := range entries {
-		if dirs[i] == nil {
+		if dirs[i] == nil || entries[i].placed(int(dirs[i].Fd())) {
 			continue
 		}
 		if err := applyEntry(int(dirs[i].Fd()), &entries[i]); err != nil {

@@ -27,6 +27,16 @@ type commitEnv struct {
 	hook func(int) error
 	// limits apply to the expectation hashing's reads.
 	limits readLimits
+	// sync fsyncs files side by side; nil is syncFiles. Tests record
+	// through it which files each fsync round held.
+	sync func(files []*os.File) error
+}
+
+func (env commitEnv) syncFiles(files []*os.File) error {
+	if env.sync != nil {
+		return env.sync(files)
+	}
+	return syncFiles(files)
 }
 
 // writePlan is one entry of a write_files batch on its way to disk.
@@ -50,6 +60,19 @@ type writePlan struct {
 // by one. A failure puts back everything already changed; a crash at any
 // point is settled from the journal (see journal.go) when the agent starts
 // or before the next operation on the workspace.
+//
+// The plan must be durable before the batch changes a name anyone sees.
+// Staging only adds hidden names (which a lost plan leaves behind, never
+// read or listed, as a lost journal entry already may), so the plan is
+// fsynced together with the staged files in the barrier; only a batch that
+// makes directories, which are seen, fsyncs its plan alone first. A batch
+// that only replaces or deletes existing files fsyncs its commit line with
+// the targets' directories (lateCommit below). No batch fsyncs its
+// journal's removal (journalFile.release). A write or edit of an existing
+// file so waits for two fsync rounds — the barrier; the commit line with
+// the targets' directories — where it waited for five, and it holds its
+// conversation's turn (tools/serial.go) through all of them: under load
+// those rounds were where a conversation's writes queued.
 func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 	if len(r.Files) == 0 {
 		return errdefs.InvalidArgument("write_files has no files; list at least one")
@@ -94,9 +117,26 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 		if jf, err = env.journal.begin(realRoot, entries); err != nil {
 			return errdefs.Unavailable("the write was not made: %v; check the agent's state dir and retry", err)
 		}
+		if makesDirs(plans) {
+			if err := env.syncFiles([]*os.File{jf.f}); err != nil {
+				jf.remove()
+				return errdefs.Unavailable("the write was not made: the commit journal %s cannot be fsynced (%v); check the agent's state dir and retry", jf.path, err)
+			}
+			jf.planSynced = true
+		}
 		commitPoint(realRoot, "planned")
 	}
 	committed := false
+	// lateCommit: the commit line is fsynced with the targets' directories
+	// after the entries are in place, not alone before. Until the answer a
+	// crash may settle the batch either way, and without a durable commit
+	// line recovery rolls back whatever of it reached the disk — which it
+	// can do from the plan alone when every entry replaces or deletes an
+	// existing file (the old inode is in the plan and keeps a name of the
+	// batch). A new file is known to recovery only by its staged inode,
+	// which the commit line carries, so a batch that creates one makes the
+	// line durable first.
+	lateCommit := jf != nil && onlyExisting(plans)
 	defer func() {
 		if err != nil {
 			err = abandon(plans, jf, committed, err)
@@ -115,7 +155,7 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 			return err
 		}
 	}
-	if err := barrier(plans, jf); err != nil {
+	if err := barrier(plans, jf, env); err != nil {
 		return errdefs.Internal("cannot fsync the staged files: %v", err)
 	}
 	if jf != nil {
@@ -127,7 +167,13 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 		// From here the commit line may be on disk, even if its write
 		// fails: an undo must then record its abort first.
 		committed = true
-		if err := jf.mark(journalMark{Commit: true, Staged: staged}); err != nil {
+		m := journalMark{Commit: true, Staged: staged}
+		if lateCommit {
+			err = jf.write(m)
+		} else {
+			err = jf.mark(m)
+		}
+		if err != nil {
 			return errdefs.Internal("cannot record the commit in the journal %s: %v", jf.path, err)
 		}
 		commitPoint(realRoot, "committed")
@@ -144,7 +190,15 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 		commitPoint(realRoot, "applied:"+strconv.Itoa(i))
 	}
 	dirs, _, _ := planDirFiles(plans, false)
-	_ = syncDirs(dirs)
+	if lateCommit {
+		// The commit line and the entries in place become durable in one
+		// round; the journal may go only after both.
+		if err := env.syncFiles(append(uniqueFiles(dirs), jf.f)); err != nil {
+			return errdefs.Internal("cannot make the commit durable (the journal %s and the targets' directories): %v", jf.path, err)
+		}
+	} else {
+		_ = env.syncFiles(uniqueFiles(dirs))
+	}
 	commitPoint(realRoot, "synced")
 	for _, p := range plans {
 		tidyEntry(int(p.dir.Fd()), &p.entry)
@@ -153,7 +207,7 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 		// The hidden files' removal need not be durable: one that comes
 		// back after a power loss is never listed or read.
 		commitPoint(realRoot, "cleaned")
-		if err := jf.finish(); err != nil {
+		if err := jf.release(); err != nil {
 			// The batch is in place; a journal that could not be removed
 			// is settled (forward, a no-op) on the next operation.
 			return nil
@@ -346,11 +400,46 @@ func stage(p *writePlan) error {
 	return nil
 }
 
+// uniqueFiles drops repeated files (several entries in one directory).
+func uniqueFiles(files []*os.File) []*os.File {
+	seen := map[string]bool{}
+	var out []*os.File
+	for _, f := range files {
+		if f != nil && !seen[f.Name()] {
+			seen[f.Name()] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// onlyExisting reports whether every entry of a batch replaces or deletes
+// a file that exists.
+func onlyExisting(plans []*writePlan) bool {
+	for _, p := range plans {
+		if !p.existed || p.entry.OldIno == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// makesDirs reports whether a batch creates directories.
+func makesDirs(plans []*writePlan) bool {
+	for _, p := range plans {
+		if len(p.entry.MkDirs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // barrier fsyncs what must be durable before a batch may commit: every
 // staged file and, with a journal, the directories holding them, the
-// parents of the directories made, and the journal's own directory (its
-// new entry). The staged files are closed after.
-func barrier(plans []*writePlan, jf *journalFile) error {
+// parents of the directories made, the journal's own directory (its new
+// entry) and, unless writeFiles synced it already, the journal's plan.
+// The staged files are closed after.
+func barrier(plans []*writePlan, jf *journalFile, env commitEnv) error {
 	var files, opened []*os.File
 	defer func() {
 		for _, f := range opened {
@@ -378,8 +467,11 @@ func barrier(plans []*writePlan, jf *journalFile) error {
 		}
 		opened = append(opened, jd)
 		files = append(append(files, dirs...), jd)
+		if !jf.planSynced {
+			files = append(files, jf.f)
+		}
 	}
-	return syncFiles(files)
+	return env.syncFiles(files)
 }
 
 // planDirFiles lists the directories a batch changes: the targets' and,

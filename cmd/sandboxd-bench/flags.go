@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -14,9 +15,14 @@ const (
 	benchCreate = "create"
 	benchRead4K = "read4k"
 	benchIdle   = "idle"
+	benchLoad   = "load"
 )
 
-var allBenches = []string{benchCreate, benchRead4K, benchIdle}
+var allBenches = []string{benchCreate, benchRead4K, benchIdle, benchLoad}
+
+// defaultBenches run without --only; the load benchmark takes minutes and
+// wants a quiet machine, so it runs only when named.
+var defaultBenches = []string{benchCreate, benchRead4K, benchIdle}
 
 type options struct {
 	sandboxdBin string
@@ -36,20 +42,29 @@ type options struct {
 	idle         int
 	idleParallel int
 	idleWait     time.Duration
+
+	loadClients   []int
+	loadSandboxes int
+	loadDuration  time.Duration
+	loadExt       string
+	// loadBaseline is an earlier report whose load figures are shown as
+	// "before", labelled loadBaselineLabel.
+	loadBaseline      string
+	loadBaselineLabel string
 }
 
 // parseFlags reads the command line; defaults for the binaries, the image
 // and the output come from the environment `make bench` sets.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
-	var only string
+	var only, loadClients string
 	fs := flag.NewFlagSet("sandboxd-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.sandboxdBin, "sandboxd", os.Getenv("SANDBOXD_BIN"), "sandboxd binary (default: built from ./cmd/sandboxd into a temp dir)")
 	fs.StringVar(&o.agentBin, "agent", os.Getenv("SANDBOXD_AGENT_BIN"), "static sandbox-agent binary (default: built from ./cmd/sandbox-agent into a temp dir)")
 	fs.StringVar(&o.image, "image", envOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image (must have cat and sleep)")
 	fs.StringVar(&o.out, "out", envOr("SANDBOXD_BENCH_OUT", "BENCHMARKS.md"), "report file; only the sections of the benchmarks run are replaced")
-	fs.StringVar(&only, "only", strings.Join(allBenches, ","), "benchmarks to run, comma-separated: "+strings.Join(allBenches, ", "))
+	fs.StringVar(&only, "only", strings.Join(defaultBenches, ","), "benchmarks to run, comma-separated: "+strings.Join(allBenches, ", "))
 	fs.IntVar(&o.creates, "creates", 5, "sandboxes created one by one for the create benchmark")
 	fs.IntVar(&o.reads, "reads", 2000, "timed read tool calls through sandboxd")
 	fs.IntVar(&o.execs, "execs", 300, "timed fresh docker exec calls (the peer)")
@@ -60,6 +75,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.idleParallel, "idle-parallel", 4, "sandboxes created (and pipes opened) at a time for the memory benchmark")
 	fs.DurationVar(&o.idleWait, "idle-wait", 10*time.Second, "how long the sandboxes sit idle before the last memory reading")
 	fs.BoolVar(&o.smoke, "smoke", false, "minimal sizes (a call or two of each, 2 idle sandboxes); check each section renders without rewriting --out")
+	fs.StringVar(&loadClients, "load-clients", "1,8,64", "levels of concurrent clients (runs) for the load benchmark, comma-separated")
+	fs.IntVar(&o.loadSandboxes, "load-sandboxes", 16, "sandboxes (conversations) the load benchmark's clients are spread over")
+	fs.DurationVar(&o.loadDuration, "load-duration", 60*time.Second, "how long each level of the load benchmark calls")
+	fs.StringVar(&o.loadExt, "load-ext", ".txt", "extension of the load benchmark's files (.go: the diagnostics hook looks for a Go module above each)")
+	fs.StringVar(&o.loadBaseline, "load-baseline", "", "an earlier report of the load benchmark whose figures are shown as \"before\"")
+	fs.StringVar(&o.loadBaselineLabel, "load-baseline-label", "the earlier run", "what the --load-baseline figures are, e.g. a commit")
 	if err := fs.Parse(args); err != nil {
 		return o, usagef("%v", err)
 	}
@@ -91,6 +112,22 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.rounds > min(o.reads, o.execs) {
 		return o, usagef("--rounds %d is more than --reads or --execs; give fewer rounds than calls", o.rounds)
+	}
+	for _, f := range strings.Split(loadClients, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return o, usagef("--load-clients has %q, which is not a positive number; give a list such as 1,8,64", f)
+		}
+		o.loadClients = append(o.loadClients, n)
+	}
+	if o.loadSandboxes < 1 {
+		return o, usagef("--load-sandboxes is %d; give a number of at least 1", o.loadSandboxes)
+	}
+	if o.loadDuration < time.Second {
+		return o, usagef("--load-duration %s is under a second; give a duration such as 60s", o.loadDuration)
+	}
+	if !strings.HasPrefix(o.loadExt, ".") || len(o.loadExt) < 2 || strings.ContainsAny(o.loadExt, "/ ") {
+		return o, usagef("--load-ext %q is not a file extension; give one such as .txt or .go", o.loadExt)
 	}
 	if o.idleWait < 0 {
 		return o, usagef("--idle-wait %s is negative; give a duration such as 10s", o.idleWait)

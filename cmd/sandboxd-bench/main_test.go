@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -36,6 +37,11 @@ func TestParseFlags(t *testing.T) {
 		{"--idle-parallel", "0"},
 		{"--rounds", "500", "--execs", "300"},
 		{"--idle-wait", "-1s"},
+		{"--load-clients", "1,0"},
+		{"--load-clients", "8,x"},
+		{"--load-sandboxes", "0"},
+		{"--load-duration", "10ms"},
+		{"--load-ext", "go"},
 		{"extra"},
 	} {
 		_, err := parseFlags(bad, io.Discard)
@@ -43,6 +49,23 @@ func TestParseFlags(t *testing.T) {
 		if !errors.As(err, &u) {
 			t.Errorf("%v: err = %v, want a usage error", bad, err)
 		}
+	}
+}
+
+func TestParseLoadFlags(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.runs(benchLoad) {
+		t.Error("the load benchmark runs without --only naming it")
+	}
+	o, err = parseFlags([]string{"--only", "load", "--load-clients", "1, 8,64", "--load-duration", "5s", "--load-ext", ".go"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.runs(benchLoad) || fmt.Sprint(o.loadClients) != "[1 8 64]" || o.loadSandboxes != 16 || o.loadDuration != 5*time.Second || o.loadExt != ".go" {
+		t.Errorf("options = %+v", o)
 	}
 }
 
@@ -168,5 +191,19 @@ func TestRenderRead4KAndWriteSection(t *testing.T) {
 		strings.Contains(doc, "img:1") || !strings.Contains(doc, "create figures") ||
 		strings.Index(doc, "read figures v2") > strings.Index(doc, "create figures") {
 		t.Errorf("report:\n%s", doc)
+	}
+}
+
+func TestBaselineTable(t *testing.T) {
+	doc := "# Benchmarks\n\n<!-- bench:load:start -->\n## Throughput\n\n_Measured then._\n\n| clients | calls/s |\n| ---: | ---: |\n| 1 | 200 |\n\n| target | got |\n| --- | --- |\n<!-- bench:load:end -->\n"
+	meta, table, err := baselineTable(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta != "_Measured then._" || table != "| clients | calls/s |\n| ---: | ---: |\n| 1 | 200 |\n" {
+		t.Errorf("meta %q, table %q", meta, table)
+	}
+	if _, _, err := baselineTable("# no section\n"); err == nil {
+		t.Error("a report without a load section gave no error")
 	}
 }

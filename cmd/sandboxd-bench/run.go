@@ -157,6 +157,12 @@ func runOne(ctx context.Context, e *env, name string) (section string, err error
 			return "", err
 		}
 		return renderIdle(e, sd, r), nil
+	case benchLoad:
+		r, err := runLoad(ctx, e, sd)
+		if err != nil {
+			return "", err
+		}
+		return renderLoad(e, sd, r), nil
 	}
 	return "", fmt.Errorf("no benchmark is named %q", name)
 }

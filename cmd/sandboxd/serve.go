@@ -77,6 +77,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := startProfiler(ctx, log); err != nil {
+		return err
+	}
 	if f.podIndex {
 		if f.listen, err = withPodIndex(f.listen); err != nil {
 			return err
