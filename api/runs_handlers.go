@@ -219,8 +219,6 @@ func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request, tenant string
 	return nil
 }
 
-// env builds what the registry sees of a run: whether its conversation has
-// a sandbox (found, never created) and how to reach it.
 // pathRunEnv finds the tenant's run named by the path and the environment
 // its tools see now.
 func (s *Server) pathRunEnv(r *http.Request, tenant string) (tools.Run, *tools.Env, error) {
@@ -232,6 +230,8 @@ func (s *Server) pathRunEnv(r *http.Request, tenant string) (tools.Run, *tools.E
 	return run, env, err
 }
 
+// env builds what the registry sees of a run: whether its conversation has
+// a sandbox (looked up once, never created) and how to reach it.
 func (s *Server) env(ctx context.Context, run tools.Run) (*tools.Env, error) {
 	sb, err := s.lookup(ctx, run)
 	if err != nil {
