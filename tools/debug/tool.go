@@ -163,11 +163,11 @@ func (e *userError) Error() string { return e.msg }
 
 func userf(format string, a ...any) error { return &userError{msg: fmt.Sprintf(format, a...)} }
 
-// failure is the answer for an operation's error: a problem with the call
-// or the program's setup is the model's to read; a sandbox that vanished,
-// stopped or dropped its agent, and every other classed error, is an
-// is_error result by its class (tools.SandboxFail); only an error of no
-// class is returned as sandboxd's own.
+// failure is the answer for an operation's error, by the Tool contract: a
+// problem with the call or the program's setup is the model's to read; a
+// classed error (an agent that dropped, a deadline inside the sandbox) is
+// an is_error result counted by its class (tools.Fail); only an error of
+// no class is returned, as sandboxd's own.
 func failure(err error) (tools.Result, error) {
 	var ue *userError
 	if errors.As(err, &ue) {
@@ -177,7 +177,7 @@ func failure(err error) (tools.Result, error) {
 	if errors.As(err, &se) {
 		return tools.Error(se.msg), nil
 	}
-	return tools.SandboxFail(err)
+	return tools.Fail(err)
 }
 
 func deref(r *tools.Result) tools.Result {
