@@ -219,8 +219,6 @@ func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request, tenant string
 	return nil
 }
 
-// env builds what the registry sees of a run: whether its conversation has
-// a sandbox (found, never created) and how to reach it.
 // pathRunEnv finds the tenant's run named by the path and the environment
 // its tools see now.
 func (s *Server) pathRunEnv(r *http.Request, tenant string) (tools.Run, *tools.Env, error) {
@@ -232,6 +230,8 @@ func (s *Server) pathRunEnv(r *http.Request, tenant string) (tools.Run, *tools.E
 	return run, env, err
 }
 
+// env builds what the registry sees of a run: whether its conversation has
+// a sandbox (looked up once, never created) and how to reach it.
 func (s *Server) env(ctx context.Context, run tools.Run) (*tools.Env, error) {
 	sb, err := s.lookup(ctx, run)
 	if err != nil {
@@ -254,22 +254,30 @@ func (s *Server) lookup(ctx context.Context, run tools.Run) (*sandbox.Info, erro
 	return &info, nil
 }
 
-// envOf is env for a sandbox already looked up (nil: none).
+// envOf is env for a sandbox already looked up (nil: none). The one lookup
+// is passed down: the workdir is mapped onto the sandbox's workspace here
+// (tools.Workdir), and the tools' accessor opens the pipe of that sandbox
+// without checking the tenant again. A conversation whose sandbox was
+// replaced since the lookup gets the gone sentence; its next call finds
+// the new one.
 func (s *Server) envOf(ctx context.Context, run tools.Run, sb *sandbox.Info) *tools.Env {
 	if sb != nil {
-		run.Workdir = resolveWorkdir(run.Workdir, sb.Workspace)
+		run.Workdir = tools.Workdir(sb.Workspace, run.Workdir)
 	}
 	tenant, conv := run.Tenant, run.Conversation
 	env := &tools.Env{
 		Run:        &run,
 		HasSandbox: sb != nil,
 		Sandbox: func(ctx context.Context) (*tools.SandboxConn, error) {
+			if sb == nil {
+				return nil, errdefs.NotFound("conversation %q has no sandbox; create one with POST /v1/sandboxes", conv)
+			}
 			c, info, err := s.sandboxes.Agent(ctx, tenant, conv)
 			if err != nil {
 				return nil, err
 			}
-			if info.Tenant != tenant {
-				return nil, errdefs.NotFound("conversation %q has no sandbox; create one with POST /v1/sandboxes", conv)
+			if info.ID != sb.ID {
+				return nil, errdefs.NotFound("the sandbox %s of conversation %q is gone (it was replaced as this call started); call again to use the conversation's current sandbox", sb.ID, conv)
 			}
 			return &tools.SandboxConn{ID: info.ID, Backend: info.Backend, Workspace: info.Workspace, Agent: c}, nil
 		},
@@ -278,21 +286,6 @@ func (s *Server) envOf(ctx context.Context, run tools.Run, sb *sandbox.Info) *to
 		h(ctx, env)
 	}
 	return env
-}
-
-// resolveWorkdir maps the documented /workspace onto where the sandbox's
-// workspace really is (a host folder for the host backend).
-func resolveWorkdir(workdir, workspace string) string {
-	if workspace == "" || workspace == DefaultWorkdir {
-		return workdir
-	}
-	if workdir == "" || workdir == DefaultWorkdir {
-		return workspace
-	}
-	if rest, ok := strings.CutPrefix(workdir, DefaultWorkdir+"/"); ok {
-		return path.Join(workspace, rest)
-	}
-	return workdir
 }
 
 func nonNil(specs []tools.Spec) []tools.Spec {

@@ -57,7 +57,7 @@ func TestOutcomeClasses(t *testing.T) {
 			return Fail(errdefs.Internal("the journal cannot be written"))
 		}, want: OutcomeFailure, text: "internal error: the journal cannot be written"},
 		{name: "sandbox_removed", call: func(ctx context.Context, env *Env) (Result, error) {
-			_, res, err := Connect(ctx, env)
+			_, res, err := Open(ctx, env)
 			if res != nil {
 				return *res, err
 			}

@@ -73,6 +73,11 @@ func (r Result) Text() string {
 	return strings.Join(parts, "\n")
 }
 
+// Cause is the error an is_error result was made from (ErrorFrom), nil for
+// one made from a sentence alone: what a tool that got a Result instead of
+// a sandbox (Open) asks to tell a vanished sandbox from a stopped one.
+func (r Result) Cause() error { return r.cause }
+
 // Text returns a successful result with one text block.
 func Text(s string) Result { return Result{Content: []Block{{Type: "text", Text: s}}} }
 
@@ -92,12 +97,16 @@ type Run struct {
 	Parent       string
 }
 
-// SandboxConn is the conversation's sandbox as a tool uses it.
+// SandboxConn is the conversation's sandbox as a tool uses it: the handle
+// Open returns, once per call.
 type SandboxConn struct {
 	ID        string
 	Backend   string
 	Workspace string // absolute workspace root inside the sandbox
-	Agent     *agent.Client
+	// Workdir is the run's working directory inside the workspace (see
+	// Workdir), set by Open; "" (a handle made by hand) means Workspace.
+	Workdir string
+	Agent   *agent.Client
 }
 
 // Env is what a registration condition and a call can see of the wiring:
@@ -107,9 +116,10 @@ type Env struct {
 	// HasSandbox is true when the conversation has a live sandbox. It is
 	// found from the manager's label map and never creates one.
 	HasSandbox bool
-	// Sandbox opens (or reuses) the pipe to the conversation's sandbox. It
-	// never creates or starts a sandbox; a sandbox that vanished is an error
-	// that says so.
+	// Sandbox opens (or reuses) the pipe to the conversation's sandbox
+	// found when the call's Env was built. It never creates or starts a
+	// sandbox; a sandbox that vanished is an errdefs.ErrNotFound error that
+	// says so. Tools reach it only through Open.
 	Sandbox func(ctx context.Context) (*SandboxConn, error)
 	// AfterWrite, when set, is called by write tools with the paths they
 	// changed (absolute inside the sandbox); the blocks it returns (new

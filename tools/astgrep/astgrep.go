@@ -6,10 +6,7 @@ package astgrep
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"path"
-	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/tools"
@@ -100,7 +97,7 @@ func (t *editTool) Why(env *tools.Env) string    { return tools.WhyNoSandbox(env
 func (t *resolveTool) Why(env *tools.Env) string { return tools.WhyNoSandbox(env) }
 
 func connect(ctx context.Context, env *tools.Env) (*tools.SandboxConn, *tools.Result, error) {
-	return tools.Connect(ctx, env)
+	return tools.Open(ctx, env)
 }
 
 func fail(err error) (tools.Result, error) { return tools.Fail(err) }
@@ -112,45 +109,25 @@ func deref(r *tools.Result) tools.Result {
 	return *r
 }
 
-// workdir is the run's working directory as an absolute sandbox path.
-func workdir(env *tools.Env, conn *tools.SandboxConn) string {
-	ws := path.Clean(conn.Workspace)
-	if env.Run == nil || env.Run.Workdir == "" {
-		return ws
-	}
-	if path.IsAbs(env.Run.Workdir) {
-		return path.Clean(env.Run.Workdir)
-	}
-	return path.Join(ws, env.Run.Workdir)
-}
-
 // resolvePath maps the path argument to an absolute path inside the
-// workspace, or returns a sentence for the model. Empty means the workspace.
-func resolvePath(env *tools.Env, conn *tools.SandboxConn, p string) (string, string) {
-	ws := path.Clean(conn.Workspace)
+// workspace by the handle's one rule, or returns a sentence for the model.
+// Empty means the workspace.
+func resolvePath(_ *tools.Env, conn *tools.SandboxConn, p string) (string, string) {
 	if p == "" {
-		return ws, ""
+		return conn.Workspace, ""
 	}
-	if strings.IndexByte(p, 0) >= 0 {
-		return "", fmt.Sprintf("path %q contains a NUL byte; give a plain path inside the workspace %s", p, ws)
-	}
-	abs := p
-	if !path.IsAbs(p) {
-		abs = path.Join(workdir(env, conn), p)
-	}
-	abs = path.Clean(abs)
-	if ws != "/" && abs != ws && !strings.HasPrefix(abs, ws+"/") {
-		return "", fmt.Sprintf("path %q is outside the workspace %s (it resolves to %s); give a path inside it", p, ws, abs)
+	abs, err := conn.Resolve("path", p)
+	if err != nil {
+		return "", err.Error()
 	}
 	return abs, ""
 }
 
 // display shows an absolute sandbox path relative to the workdir when it
-// lies below it.
-func display(env *tools.Env, conn *tools.SandboxConn, abs string) string {
-	wd := workdir(env, conn)
-	if strings.HasPrefix(abs, wd+"/") {
-		return abs[len(wd)+1:]
+// lies below it, and the workdir itself by its full path.
+func display(_ *tools.Env, conn *tools.SandboxConn, abs string) string {
+	if r := conn.Rel(abs); r != "." {
+		return r
 	}
 	return abs
 }

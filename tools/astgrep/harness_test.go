@@ -2,7 +2,6 @@ package astgrep_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/astgrep"
 	"github.com/sandboxd/sandboxd/tools/astgrep/engine"
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // sandbox is a real agent daemon serving a temporary workspace over an
@@ -81,35 +81,21 @@ func newSandbox(t *testing.T, opts ...astgrep.Option) *sandbox {
 
 func (s *sandbox) call(name string, args any) (string, bool) {
 	s.t.Helper()
-	raw, err := json.Marshal(args)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := s.reg.Call(ctx, s.env, name, raw)
-	if err != nil {
-		s.t.Fatalf("%s: Go error %v", name, err)
-	}
-	return res.Text(), res.IsError
+	return s.caller().Call(name, args)
 }
 
 func (s *sandbox) ok(name string, args any) string {
 	s.t.Helper()
-	out, isErr := s.call(name, args)
-	if isErr {
-		s.t.Fatalf("%s %v failed: %s", name, args, out)
-	}
-	return out
+	return s.caller().OK(name, args)
 }
 
 func (s *sandbox) fail(name string, args any) string {
 	s.t.Helper()
-	out, isErr := s.call(name, args)
-	if !isErr {
-		s.t.Fatalf("%s %v succeeded, want an error: %s", name, args, out)
-	}
-	return out
+	return s.caller().Bad(name, args)
+}
+
+func (s *sandbox) caller() *toolstest.Caller {
+	return &toolstest.Caller{T: s.t, Reg: s.reg, Env: s.env}
 }
 
 func (s *sandbox) write(rel, content string) {

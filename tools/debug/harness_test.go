@@ -2,7 +2,6 @@ package debug_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -23,6 +22,7 @@ import (
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/debug"
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // One real sandbox (the sandbox image on Docker) serves every test; each
@@ -197,42 +197,23 @@ func (h *harness) sh(cmd string) string {
 
 func (h *harness) call(args map[string]any) (string, bool) {
 	h.t.Helper()
-	raw, err := json.Marshal(args)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	res, err := h.reg.Call(ctx, h.env, "debug", raw)
-	if err != nil {
-		h.t.Fatalf("debug %v: Go error %v", args, err)
-	}
-	return res.Text(), res.IsError
+	return h.caller().Call("debug", args)
 }
 
 // ok runs an operation that must succeed and contain every want.
 func (h *harness) ok(args map[string]any, want ...string) string {
 	h.t.Helper()
-	text, isErr := h.call(args)
-	if isErr {
-		h.t.Fatalf("debug %v failed:\n%s", args, text)
-	}
-	for _, w := range want {
-		if !strings.Contains(text, w) {
-			h.t.Fatalf("debug %v: answer lacks %q:\n%s", args, w, text)
-		}
-	}
-	return text
+	return h.caller().OK("debug", args, want...)
 }
 
 // bad runs an operation that must fail with a message containing want.
 func (h *harness) bad(args map[string]any, want string) string {
 	h.t.Helper()
-	text, isErr := h.call(args)
-	if !isErr || !strings.Contains(text, want) {
-		h.t.Fatalf("debug %v: got (is_error=%v)\n%s\nwant an error containing %q", args, isErr, text, want)
-	}
-	return text
+	return h.caller().Bad("debug", args, want)
+}
+
+func (h *harness) caller() *toolstest.Caller {
+	return &toolstest.Caller{T: h.t, Reg: h.reg, Env: h.env, Timeout: 4 * time.Minute}
 }
 
 func op(name string, kv ...any) map[string]any {

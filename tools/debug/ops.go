@@ -72,9 +72,9 @@ func (c *call) breakpoints(ctx context.Context) (string, error) {
 	if c.a.File == "" {
 		return "", userf("breakpoints needs file (and lines; an empty list clears the file).")
 	}
-	file := c.abs(c.a.File)
-	if msg := c.outsideWorkspace(file); msg != "" {
-		return "", userf("%s", msg)
+	file, err := c.conn.Resolve("breakpoint file", c.a.File)
+	if err != nil {
+		return "", userf("%s; breakpoints go in the project's source files.", err)
 	}
 	c.sv.setBreakpoints(c.key, file, c.a.Lines)
 	s, _ := c.sv.current(c.key)
@@ -94,22 +94,6 @@ func (c *call) breakpoints(ctx context.Context) (string, error) {
 		return fmt.Sprintf("Cleared the breakpoints of %s.", c.rel(file)), nil
 	}
 	return line, nil
-}
-
-// outsideWorkspace says why a breakpoint file outside the sandbox's
-// workspace is refused ("" when it is inside): a debug session is about the
-// conversation's code, and the adapter would otherwise be told to watch any
-// file of the sandbox (or, on the host backend, of the host).
-func (c *call) outsideWorkspace(file string) string {
-	ws := path.Clean(c.conn.Workspace)
-	if strings.IndexByte(c.a.File, 0) >= 0 {
-		return fmt.Sprintf("The breakpoint file %q contains a NUL byte; give a source file inside the workspace %s.", c.a.File, ws)
-	}
-	if file == ws || strings.HasPrefix(file, strings.TrimSuffix(ws, "/")+"/") {
-		return ""
-	}
-	return fmt.Sprintf("The breakpoint file %s is outside the workspace %s; breakpoints go in the project's source files: give a path relative to %s or absolute inside %s.",
-		file, ws, c.root, ws)
 }
 
 // refuseSecond says why a second session cannot start, or cleans up a

@@ -6,6 +6,7 @@ package debug
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"time"
@@ -109,20 +110,12 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return tools.Error("The arguments are not valid: " + err.Error()), nil
 	}
-	conn, err := env.Sandbox(ctx)
-	if err != nil {
-		return tools.Result{}, err
-	}
-	root := conn.Workspace
-	if wd := env.Run.Workdir; wd != "" {
-		if path.IsAbs(wd) {
-			root = path.Clean(wd)
-		} else {
-			root = path.Join(conn.Workspace, wd)
-		}
+	conn, res, err := tools.Open(ctx, env)
+	if res != nil || err != nil {
+		return deref(res), err
 	}
 	c := &call{
-		sv: t.sv, conn: conn, root: root, a: a,
+		sv: t.sv, conn: conn, root: conn.Workdir, a: a,
 		key:   convKey(conn.ID, env.Run.Tenant, env.Run.Conversation),
 		label: convLabel(env.Run.Tenant, env.Run.Conversation),
 	}
@@ -158,13 +151,7 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 		return tools.Error(fmt.Sprintf("Unknown operation %q; use one of %v.", a.Operation, operations)), nil
 	}
 	if err != nil {
-		if ue, ok := err.(*userError); ok {
-			return tools.Error(ue.msg), nil
-		}
-		if se, ok := err.(*setupError); ok {
-			return tools.Error(se.msg), nil
-		}
-		return tools.Error(err.Error()), nil
+		return failure(err)
 	}
 	return tools.Text(text), nil
 }
@@ -176,17 +163,38 @@ func (e *userError) Error() string { return e.msg }
 
 func userf(format string, a ...any) error { return &userError{msg: fmt.Sprintf(format, a...)} }
 
-// abs resolves a path given by the model against the working directory.
-func (c *call) abs(p string) string {
-	if path.IsAbs(p) {
-		return path.Clean(p)
+// failure is the answer for an operation's error, by the Tool contract: a
+// problem with the call or the program's setup is the model's to read; a
+// classed error (an agent that dropped, a deadline inside the sandbox) is
+// an is_error result counted by its class (tools.Fail); only an error of
+// no class is returned, as sandboxd's own.
+func failure(err error) (tools.Result, error) {
+	var ue *userError
+	if errors.As(err, &ue) {
+		return tools.Error(ue.msg), nil
 	}
-	return path.Join(c.root, p)
+	var se *setupError
+	if errors.As(err, &se) {
+		return tools.Error(se.msg), nil
+	}
+	return tools.Fail(err)
 }
 
+func deref(r *tools.Result) tools.Result {
+	if r == nil {
+		return tools.Result{}
+	}
+	return *r
+}
+
+// abs resolves a path given by the model against the working directory,
+// without confinement (a program may be any binary of the sandbox).
+func (c *call) abs(p string) string { return c.conn.Abs(p) }
+
+// rel shows p relative to the working directory when it lies below it.
 func (c *call) rel(p string) string {
-	if len(p) > len(c.root)+1 && p[:len(c.root)+1] == c.root+"/" {
-		return p[len(c.root)+1:]
+	if r := c.conn.Rel(p); r != "." {
+		return r
 	}
 	return p
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/jail"
 	"github.com/sandboxd/sandboxd/agent/proto"
-	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -345,29 +344,24 @@ func (t *Tool) place(ctx context.Context, env *tools.Env) (*place, *tools.Result
 	run := runOf(env)
 	owner := ownerOf(run.Tenant, run.Conversation, run.ID)
 	if env.HasSandbox && env.Sandbox != nil {
-		conn, err := env.Sandbox(ctx)
-		if err != nil {
+		conn, res, err := tools.Open(ctx, env)
+		if res != nil {
 			// The sandbox went while sandboxd still had it (removed behind
 			// its back): say what that means for the kernels.
-			if prev := t.places.get(owner); sandboxOf(prev) != "" && errors.Is(err, errdefs.ErrNotFound) {
+			if prev := t.places.get(owner); sandboxOf(prev) != "" && tools.Gone(res.Cause()) {
 				t.places.clear(owner)
-				r := tools.Error(goneBehind(prev, err, t.cfg.host != nil))
+				r := tools.Error(goneBehind(prev, res.Cause(), t.cfg.host != nil))
 				return nil, &r, nil
 			}
-			r, e := modelError(err)
-			return nil, &r, e
+			return nil, res, nil
 		}
-		if conn == nil || conn.Agent == nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		if conn.Agent == nil {
 			return nil, nil, errors.New("the sandbox connection has no agent")
 		}
-		dir := conn.Workspace
-		if wd := run.Workdir; wd != "" {
-			if path.IsAbs(wd) {
-				dir = path.Clean(wd)
-			} else {
-				dir = path.Join(conn.Workspace, wd)
-			}
-		}
+		dir := conn.Workdir
 		return &place{key: "sandbox/" + conn.ID, agent: conn.Agent, root: SandboxKernelRoot, dir: dir, owner: owner}, nil, nil
 	}
 	if t.cfg.host == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/eval"
 	"github.com/sandboxd/sandboxd/tools/files"
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 var agentBin string // built once when the Docker suite or host kernels need it
@@ -206,12 +207,8 @@ func (b *box) evalIn(env *tools.Env, lang, code string, extra map[string]any) to
 	for k, v := range extra {
 		args[k] = v
 	}
-	raw, _ := json.Marshal(args)
-	res, err := b.reg.Call(b.ctx(), env, "eval", raw)
-	if err != nil {
-		b.t.Fatalf("eval %q: Go error %v", code, err)
-	}
-	return res
+	c := &toolstest.Caller{T: b.t, Reg: b.reg, Timeout: 2 * time.Minute}
+	return c.ResultIn(env, "eval", args)
 }
 
 func text(r tools.Result) string {

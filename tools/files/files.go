@@ -107,7 +107,7 @@ func (t *patchTool) Why(env *tools.Env) string { return tools.WhyNoSandbox(env) 
 func (t *shellTool) Why(env *tools.Env) string { return tools.WhyNoSandbox(env) }
 
 func connect(ctx context.Context, env *tools.Env) (*tools.SandboxConn, *tools.Result, error) {
-	return tools.Connect(ctx, env)
+	return tools.Open(ctx, env)
 }
 
 func fail(err error) (tools.Result, error) { return tools.Fail(err) }

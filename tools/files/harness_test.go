@@ -2,16 +2,15 @@ package files_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/agenttest"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/files"
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // sandbox is a real agent daemon serving a temporary workspace over an
@@ -58,37 +57,23 @@ func newSandbox(t *testing.T, opts ...files.Option) *sandbox {
 // call runs a tool through the registry and returns its text and is_error.
 func (s *sandbox) call(name string, args any) (string, bool) {
 	s.t.Helper()
-	raw, err := json.Marshal(args)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := s.reg.Call(ctx, s.env, name, raw)
-	if err != nil {
-		s.t.Fatalf("%s: Go error %v", name, err)
-	}
-	return res.Text(), res.IsError
+	return s.caller().Call(name, args)
 }
 
 // ok runs a call that must succeed.
 func (s *sandbox) ok(name string, args any) string {
 	s.t.Helper()
-	text, isErr := s.call(name, args)
-	if isErr {
-		s.t.Fatalf("%s %v failed: %s", name, args, text)
-	}
-	return text
+	return s.caller().OK(name, args)
 }
 
 // bad runs a call that must fail with a message containing want.
 func (s *sandbox) bad(name string, args any, want string) string {
 	s.t.Helper()
-	text, isErr := s.call(name, args)
-	if !isErr || !strings.Contains(text, want) {
-		s.t.Fatalf("%s %v: got (is_error=%v) %q, want an error containing %q", name, args, isErr, text, want)
-	}
-	return text
+	return s.caller().Bad(name, args, want)
+}
+
+func (s *sandbox) caller() *toolstest.Caller {
+	return &toolstest.Caller{T: s.t, Reg: s.reg, Env: s.env, Timeout: 30 * time.Second}
 }
 
 func (s *sandbox) put(rel, content string) {

@@ -2,7 +2,6 @@ package lsp_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/files"
 	"github.com/sandboxd/sandboxd/tools/lsp"
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // Integration tests run the real language servers in the real sandbox image
@@ -129,49 +129,23 @@ func readTxtar(t *testing.T, name string) map[string]string {
 
 func (bx *box) call(name string, args map[string]any) (string, bool) {
 	bx.t.Helper()
-	raw, err := json.Marshal(args)
-	if err != nil {
-		bx.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	start := time.Now()
-	res, err := bx.reg.Call(ctx, bx.env, name, raw)
-	bx.t.Logf("%s %s: %s", name, raw, time.Since(start).Round(time.Millisecond))
-	if err != nil {
-		bx.t.Fatalf("%s %v: Go error %v", name, args, err)
-	}
-	return res.Text(), res.IsError
+	return bx.caller().Call(name, args)
 }
 
 // ok runs a call that must succeed and whose text must contain every want.
 func (bx *box) ok(name string, args map[string]any, wants ...string) string {
 	bx.t.Helper()
-	text, isErr := bx.call(name, args)
-	if isErr {
-		bx.t.Fatalf("%s %v failed: %s", name, args, text)
-	}
-	for _, w := range wants {
-		if !strings.Contains(text, w) {
-			bx.t.Errorf("%s %v: answer lacks %q:\n%s", name, args, w, text)
-		}
-	}
-	return text
+	return bx.caller().OK(name, args, wants...)
 }
 
 // bad runs a call that must fail with a message containing every want.
 func (bx *box) bad(name string, args map[string]any, wants ...string) string {
 	bx.t.Helper()
-	text, isErr := bx.call(name, args)
-	if !isErr {
-		bx.t.Fatalf("%s %v: want an error, got:\n%s", name, args, text)
-	}
-	for _, w := range wants {
-		if !strings.Contains(text, w) {
-			bx.t.Errorf("%s %v: error lacks %q:\n%s", name, args, w, text)
-		}
-	}
-	return text
+	return bx.caller().Bad(name, args, wants...)
+}
+
+func (bx *box) caller() *toolstest.Caller {
+	return &toolstest.Caller{T: bx.t, Reg: bx.reg, Env: bx.env, Timeout: 2 * time.Minute, LogTimes: true}
 }
 
 func nav(action, file string, line int, symbol string) map[string]any {

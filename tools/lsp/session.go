@@ -23,6 +23,12 @@ func (e *userError) Error() string { return e.msg }
 
 func userErrorf(format string, args ...any) error { return &userError{fmt.Sprintf(format, args...)} }
 
+// resultError carries the result tools.Open gave instead of a handle (the
+// sandbox is gone, stopped or paused) up to the tool's answer.
+type resultError struct{ res tools.Result }
+
+func (e *resultError) Error() string { return e.res.Text() }
+
 // session is one call's view: the sandbox, its supervisor, and helpers to
 // show paths the way the model gave them.
 type session struct {
@@ -43,15 +49,17 @@ func (m *Manager) session(ctx context.Context, env *tools.Env) (*session, error)
 	if env == nil || env.Sandbox == nil || !env.HasSandbox {
 		return nil, userErrorf("lsp needs the conversation's sandbox, and this conversation has none; create a sandbox for it first")
 	}
-	conn, err := env.Sandbox(ctx)
+	conn, res, err := tools.Open(ctx, env)
 	if err != nil {
 		return nil, err
 	}
-	if conn == nil || conn.Agent == nil || conn.Workspace == "" {
-		return nil, errors.New("the sandbox connection is incomplete (no agent or workspace)")
+	if res != nil {
+		return nil, &resultError{*res}
 	}
-	wd := workdir(env, conn)
-	return &session{m: m, env: env, conn: conn, sup: m.supervisor(conn), wd: wd, rel: relTo(wd, path.Clean(conn.Workspace))}, nil
+	if conn.Agent == nil {
+		return nil, errors.New("the sandbox connection has no agent")
+	}
+	return &session{m: m, env: env, conn: conn, sup: m.supervisor(conn), wd: conn.Workdir, rel: conn.Rel}, nil
 }
 
 // fileTarget is a file argument resolved to its language, root and server.

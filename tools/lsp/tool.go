@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -99,13 +98,12 @@ func result(out string, err error) (tools.Result, error) {
 	if errors.As(err, &ue) {
 		return tools.Error(ue.msg), nil
 	}
-	for _, class := range []error{
-		errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrFailedPrecondition, errdefs.ErrConflict,
-		errdefs.ErrResourceExhausted, errdefs.ErrUnavailable, errdefs.ErrDeadlineExceeded,
-	} {
-		if errors.Is(err, class) {
-			return tools.ErrorFrom(err), nil
-		}
+	var re *resultError
+	if errors.As(err, &re) {
+		return re.res, nil
+	}
+	if r, ok := tools.ModelError(err); ok {
+		return r, nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return tools.Error(fmt.Sprintf("the language server request did not finish: %v", err)), nil

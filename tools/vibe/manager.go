@@ -2,6 +2,7 @@ package vibe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -228,14 +229,19 @@ func (m *Manager) startLocked(w *worker) error {
 // it has one (it never creates one), else the host.
 func (m *Manager) runAttempt(ctx context.Context, w *worker, spec attemptSpec) attemptResult {
 	if w.env.HasSandbox && w.env.Sandbox != nil {
-		conn, err := w.env.Sandbox(ctx)
+		// The worker's run has its parent's workdir, so the parent's
+		// handle has the worker's directory too.
+		conn, res, err := tools.Open(ctx, w.env)
+		if res != nil {
+			err = res.Cause()
+			if err == nil {
+				err = errors.New(res.Text())
+			}
+		}
 		if err != nil {
 			return attemptResult{err: fmt.Errorf("the conversation's sandbox cannot be reached: %w", err)}
 		}
-		spec.dir = w.child.Workdir
-		if spec.dir == "" || spec.dir == "/workspace" {
-			spec.dir = conn.Workspace
-		}
+		spec.dir = conn.Workdir
 		if m.cfg.Handler != nil && conn.Agent != nil {
 			if h := m.cfg.Handler(); h != nil {
 				rl, err := startRelay(ctx, conn.Agent, h, fmt.Sprintf("%s-%d", w.child.ID, spec.attempt), spec.labels)

@@ -1,0 +1,151 @@
+package toolstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/sandbox/docker"
+	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
+	"github.com/sandboxd/sandboxd/tools"
+)
+
+// Managed is the sandbox accessor serve wires (api's envOf) for the
+// conversation's sandbox held by m: the agent pipe the manager opens, with
+// the sandbox as the manager last saw it.
+func Managed(m *sandbox.Manager, tenant, conversation string) func(context.Context) (*tools.SandboxConn, error) {
+	return func(ctx context.Context) (*tools.SandboxConn, error) {
+		c, info, err := m.Agent(ctx, tenant, conversation)
+		if err != nil {
+			return nil, err
+		}
+		return &tools.SandboxConn{ID: info.ID, Backend: info.Backend, Workspace: info.Workspace, Agent: c}, nil
+	}
+}
+
+// RemoveContainer removes the Docker container of sandbox id with the
+// engine's own API, behind sandboxd's back, as an operator's `docker rm -f`
+// would.
+func RemoveContainer(t testing.TB, id string) {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cli.ContainerRemove(ctx, docker.NamePrefix+id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+		t.Fatalf("removing the sandbox's container %s: %v", id, err)
+	}
+}
+
+// WantGone checks that a call's answer reports the conversation's sandbox
+// as gone, in the sandbox manager's sentence ("no longer exists" for the
+// first call to find it gone, "has no sandbox" once the manager forgot
+// it), and not as sandboxd's internal error.
+func WantGone(t testing.TB, what string, res tools.Result) {
+	t.Helper()
+	text := res.Text()
+	switch {
+	case !res.IsError:
+		t.Fatalf("%s on a removed sandbox succeeded:\n%s", what, text)
+	case strings.Contains(text, "internal error"):
+		t.Fatalf("%s on a removed sandbox answers an internal error:\n%s", what, text)
+	case !strings.Contains(text, "no longer exists") && !strings.Contains(text, "is gone") && !strings.Contains(text, "has no sandbox"):
+		t.Fatalf("%s on a removed sandbox does not say it is gone:\n%s", what, text)
+	}
+}
+
+// Vanishing is a Docker sandbox of its own for a test that removes it
+// behind sandboxd's back: a Manager on the Docker backend holding one
+// sandbox of image for a conversation of a fresh tenant. Its cleanup
+// deletes the sandbox if the test left it, then closes the Manager.
+type Vanishing struct {
+	M            *sandbox.Manager
+	Tenant       string
+	Conversation string
+	Info         sandbox.Info
+}
+
+// NewVanishing starts the sandbox, or skips the test unless
+// SANDBOXD_TEST_DOCKER=1. The agent is $SANDBOXD_AGENT_BIN, else one built
+// for the test.
+func NewVanishing(t *testing.T, image string) *Vanishing {
+	t.Helper()
+	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
+		t.Skip("set SANDBOXD_TEST_DOCKER=1 to remove a Docker sandbox behind sandboxd's back")
+	}
+	bin := os.Getenv("SANDBOXD_AGENT_BIN")
+	if bin == "" {
+		var err error
+		if bin, err = sandboxtest.BuildAgent(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := docker.New(docker.WithAgentBinary(bin), docker.WithDefaultImage(image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	m := sandbox.NewManager(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := &Vanishing{M: m, Tenant: fmt.Sprintf("vanish-%d", time.Now().UnixNano()%1e9), Conversation: "c-vanish"}
+	v.Info, err = m.Create(ctx, sandbox.Spec{Tenant: v.Tenant, Conversation: v.Conversation, Image: image})
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := m.Delete(c, v.Tenant, v.Info.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("cleanup: %v", err)
+		}
+		m.Close()
+	})
+	return v
+}
+
+// Env is a run of the sandbox's conversation with the accessor serve
+// wires; workdir "" is the workspace root.
+func (v *Vanishing) Env(runID, workdir string) *tools.Env {
+	return &tools.Env{
+		Run: &tools.Run{ID: runID, Tenant: v.Tenant, Conversation: v.Conversation,
+			Surface: tools.SurfaceDefault, Workdir: workdir},
+		HasSandbox: true,
+		Sandbox:    Managed(v.M, v.Tenant, v.Conversation),
+	}
+}
+
+// Remove removes the sandbox's container behind the Manager's back and
+// waits until the Manager's open pipe to it has ended, so that the next
+// call finds it gone rather than racing the pipe's end.
+func (v *Vanishing) Remove(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _, err := v.M.Agent(ctx, v.Tenant, v.Conversation)
+	if err != nil {
+		t.Fatalf("the sandbox before its removal: %v", err)
+	}
+	RemoveContainer(t, v.Info.ID)
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatal("the agent pipe did not end within a minute of the sandbox's removal")
+	}
+}
