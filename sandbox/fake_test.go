@@ -78,6 +78,9 @@ func (f *fakeBackend) Create(ctx context.Context, spec Spec) (Info, error) {
 		Image: spec.Image, State: StateRunning, CreatedAt: time.Now(), Workspace: f.t.TempDir(), Deployment: f.dep.Name,
 		Labels: map[string]string{LabelManaged: "true", LabelTenant: spec.Tenant, LabelConversation: spec.Conversation, LabelDeployment: f.dep.Name},
 	}
+	if spec.Pool != "" {
+		info.Labels[LabelPool] = spec.Pool
+	}
 	f.boxes[id] = info
 	return info, nil
 }

@@ -9,6 +9,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
 
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -26,16 +27,32 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	if err != nil {
 		return nil, engineErr("list containers", err)
 	}
+	var records map[string]volume.Volume
+	listed := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		if c.Labels[sandbox.LabelPool] != "" && records == nil {
+			if records, err = b.claims(ctx); err != nil {
+				return nil, err
+			}
+		}
+		listed[c.ID] = true
+	}
 	out := make([]sandbox.Info, 0, len(cs))
 	for _, c := range cs {
 		if !b.dep.Owns(c.Labels) {
 			continue
+		}
+		if v, ok := records[c.ID]; ok && c.Labels[sandbox.LabelPool] != "" {
+			c.Labels = withClaim(c.Labels, v.Labels)
 		}
 		name := ""
 		if len(c.Names) > 0 {
 			name = c.Names[0]
 		}
 		out = append(out, info(c.ID, name, c.Image, string(c.State), time.Unix(c.Created, 0), c.Labels))
+	}
+	if len(records) > 0 {
+		b.dropOrphanClaims(ctx, records, listed)
 	}
 	return out, nil
 }
@@ -85,6 +102,15 @@ func (b *Backend) inspect(ctx context.Context, id string) (container.InspectResp
 		return container.InspectResponse{}, engineErr("inspect sandbox "+id, err)
 	case c.Config == nil || c.Config.Labels[sandbox.LabelManaged] != "true" || !b.dep.Owns(c.Config.Labels) || infoOf(c).ID != id:
 		return container.InspectResponse{}, notFound
+	}
+	if c.Config.Labels[sandbox.LabelPool] != "" {
+		claim, err := b.claimOf(ctx, c.ID)
+		if err != nil {
+			return container.InspectResponse{}, err
+		}
+		if claim != nil {
+			c.Config.Labels = withClaim(c.Config.Labels, claim)
+		}
 	}
 	return c, nil
 }

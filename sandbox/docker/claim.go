@@ -1,0 +1,142 @@
+package docker
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// A container's labels cannot change after it was made, so the claim of a
+// pool sandbox is recorded in a volume of its own, named after the
+// container and labelled with the owner: the engine keeps it across
+// sandboxd restarts, every replica on the engine sees it, and List and
+// Inspect lay its labels over the container's. Creating a volume whose name
+// exists returns the existing one, labels unchanged, so the token label
+// tells which of two racing claims won. The volume is never mounted; Remove
+// removes it with the container.
+const (
+	// ClaimVolumePrefix starts the name of a claim record, followed by the
+	// container's full id.
+	ClaimVolumePrefix = "sandboxd-claim-"
+	// LabelClaimOf is the claimed container's full id, on the record.
+	LabelClaimOf = "io.sandboxd.claim-of"
+	// labelClaimToken is the claim's random token, on the record.
+	labelClaimToken = "io.sandboxd.claim-token"
+	// orphanAge is how old a record of a vanished container must be
+	// before List removes it: a record is made only after its container,
+	// but a listing may have missed a container made just then.
+	orphanAge = time.Minute
+)
+
+var _ sandbox.Claimer = (*Backend)(nil)
+
+func claimVolume(cid string) string { return ClaimVolumePrefix + cid }
+
+// Claim records owner as the owner of the unclaimed pool sandbox id.
+func (b *Backend) Claim(ctx context.Context, id string, owner sandbox.Owner) (sandbox.Info, error) {
+	c, err := b.inspect(ctx, id)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	if c.Config.Labels[sandbox.LabelPool] == "" {
+		return sandbox.Info{}, errdefs.FailedPrecondition("sandbox %s is not a pool sandbox and cannot be claimed", id)
+	}
+	if c.Config.Labels[sandbox.LabelConversation] != "" {
+		return sandbox.Info{}, errdefs.Conflict("sandbox %s was made for a conversation and cannot be claimed", id)
+	}
+	token := newID() + newID()
+	labels := map[string]string{
+		LabelClaimOf:              c.ID,
+		labelClaimToken:           token,
+		sandbox.LabelDeployment:   b.dep.Name,
+		sandbox.LabelTenant:       owner.Tenant,
+		sandbox.LabelConversation: owner.Conversation,
+		sandbox.LabelCreatedAt:    time.Now().UTC().Format(time.RFC3339Nano),
+	}
+	v, err := b.cli.VolumeCreate(ctx, volume.CreateOptions{Name: claimVolume(c.ID), Driver: "local", Labels: labels})
+	if err != nil {
+		return sandbox.Info{}, engineErr("record the claim of pool sandbox "+id, err)
+	}
+	if v.Labels[labelClaimToken] != token {
+		return sandbox.Info{}, errdefs.Conflict("pool sandbox %s was claimed by another request", id)
+	}
+	c.Config.Labels = withClaim(c.Config.Labels, labels)
+	return infoOf(c), nil
+}
+
+// withClaim lays a claim record's owner over a container's labels.
+func withClaim(labels, claim map[string]string) map[string]string {
+	out := maps.Clone(labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, k := range []string{sandbox.LabelTenant, sandbox.LabelConversation, sandbox.LabelCreatedAt} {
+		out[k] = claim[k]
+	}
+	return out
+}
+
+// claimOf returns the claim record of pool container cid; nil when it
+// has none.
+func (b *Backend) claimOf(ctx context.Context, cid string) (map[string]string, error) {
+	v, err := b.cli.VolumeInspect(ctx, claimVolume(cid))
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, engineErr("read the claim of pool sandbox "+cid[:min(12, len(cid))], err)
+	case v.Labels[LabelClaimOf] != cid || v.Labels[sandbox.LabelDeployment] != b.dep.Name:
+		return nil, nil
+	}
+	return v.Labels, nil
+}
+
+// claims returns the deployment's claim records by container id.
+func (b *Backend) claims(ctx context.Context) (map[string]volume.Volume, error) {
+	f := filters.NewArgs(filters.Arg("label", LabelClaimOf), filters.Arg("label", sandbox.LabelDeployment+"="+b.dep.Name))
+	vs, err := b.cli.VolumeList(ctx, volume.ListOptions{Filters: f})
+	if err != nil {
+		return nil, engineErr("list claim records", err)
+	}
+	out := make(map[string]volume.Volume, len(vs.Volumes))
+	for _, v := range vs.Volumes {
+		if v != nil && v.Name == claimVolume(v.Labels[LabelClaimOf]) {
+			out[v.Labels[LabelClaimOf]] = *v
+		}
+	}
+	return out, nil
+}
+
+// dropOrphanClaims removes the records whose container is gone (removed
+// outside sandboxd), once they are old enough that no listing can have
+// missed their container.
+func (b *Backend) dropOrphanClaims(ctx context.Context, records map[string]volume.Volume, listed map[string]bool) {
+	for cid, v := range records {
+		at, err := time.Parse(time.RFC3339Nano, v.Labels[sandbox.LabelCreatedAt])
+		if listed[cid] || err != nil || time.Since(at) < orphanAge {
+			continue
+		}
+		if err := b.cli.VolumeRemove(ctx, v.Name, true); err != nil && !cerrdefs.IsNotFound(err) {
+			b.log.Debug("cannot remove the claim record of a vanished sandbox", "volume", v.Name, "err", err)
+		}
+	}
+}
+
+// removeClaim removes c's claim record, if any.
+func (b *Backend) removeClaim(ctx context.Context, c container.InspectResponse) error {
+	if c.Config == nil || c.Config.Labels[sandbox.LabelPool] == "" {
+		return nil
+	}
+	if err := b.cli.VolumeRemove(ctx, claimVolume(c.ID), true); err != nil && !cerrdefs.IsNotFound(err) {
+		return engineErr("remove the claim record of sandbox "+c.ID[:min(12, len(c.ID))], err)
+	}
+	return nil
+}
