@@ -35,7 +35,8 @@ func (f *poolFake) Create(ctx context.Context, spec Spec) (Info, error) {
 	return f.fakeBackend.Create(ctx, spec)
 }
 
-func (f *poolFake) Claim(ctx context.Context, id string, owner Owner) (Info, error) {
+func (f *poolFake) Claim(ctx context.Context, warm Info, owner Owner) (Info, error) {
+	id := warm.ID
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims++

@@ -66,7 +66,7 @@ func (m *Manager) handOver(ctx context.Context, claimer Claimer, w warm, spec Sp
 		m.discard(w, "its agent did not answer a hello")
 		return Info{}, errdefs.Unavailable("the agent of pool sandbox %s did not answer: %v", w.info.ID, err)
 	}
-	info, err := claimer.Claim(ctx, w.info.ID, Owner{Tenant: spec.Tenant, Conversation: spec.Conversation})
+	info, err := claimer.Claim(ctx, w.info, Owner{Tenant: spec.Tenant, Conversation: spec.Conversation})
 	if errors.Is(err, errdefs.ErrConflict) {
 		_ = w.c.Close() // another replica's now: not ours to remove
 		return Info{}, err

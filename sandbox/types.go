@@ -113,13 +113,15 @@ type UnlabelledCounter interface {
 }
 
 // Claimer is an optional Backend capability, the one warm pools need: it
-// hands an unclaimed pool sandbox (Spec.Pool set, no tenant) to owner. From
-// its return on, List and Inspect report the sandbox with owner's tenant
-// and conversation, to every replica and after a restart, as if Create had
-// made it for them. It is atomic in the engine: of two claims of one
-// sandbox, one gets errdefs.ErrConflict.
+// hands the unclaimed pool sandbox warm (as Create returned it: Spec.Pool
+// set, no tenant) to owner. From its return on, List and Inspect report the
+// sandbox with owner's tenant and conversation, to every replica and after
+// a restart, as if Create had made it for them. It is atomic in the
+// engine: of two claims of one sandbox, one gets errdefs.ErrConflict. The
+// caller has just had the sandbox's agent answer, so it need not look the
+// sandbox up again.
 type Claimer interface {
-	Claim(ctx context.Context, id string, owner Owner) (Info, error)
+	Claim(ctx context.Context, warm Info, owner Owner) (Info, error)
 }
 
 // Pinger is an optional Backend capability: a cheap liveness check of the

@@ -365,7 +365,7 @@ func TestClaimRaceHasOneWinner(t *testing.T) {
 	won := make(chan sandbox.Info, n)
 	for i := range n {
 		go func() {
-			info, err := b.Claim(ctx(t), warm.ID, sandbox.Owner{Tenant: "t" + strconv.Itoa(i), Conversation: "c"})
+			info, err := b.Claim(ctx(t), warm, sandbox.Owner{Tenant: "t" + strconv.Itoa(i), Conversation: "c"})
 			if err == nil {
 				won <- info
 			}
@@ -401,14 +401,10 @@ func TestClaimRaceHasOneWinner(t *testing.T) {
 			t.Errorf("%s after the race = %s/%s, %v; want the winner %s", name, got.Tenant, got.Conversation, err, winner.Tenant)
 		}
 	}
-	c, err := b.cli.ContainerInspect(ctx(t), NamePrefix+warm.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := b.Remove(ctx(t), warm.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.cli.VolumeInspect(ctx(t), claimVolume(c.ID)); err == nil {
-		t.Errorf("the claim record %s outlived its sandbox", claimVolume(c.ID))
+	if _, err := b.cli.VolumeInspect(ctx(t), claimVolume(warm.ID)); err == nil {
+		t.Errorf("the claim record %s outlived its sandbox", claimVolume(warm.ID))
 	}
 }

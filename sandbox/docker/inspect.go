@@ -28,28 +28,30 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 		return nil, engineErr("list containers", err)
 	}
 	var records map[string]volume.Volume
-	listed := make(map[string]bool, len(cs))
 	for _, c := range cs {
-		if c.Labels[sandbox.LabelPool] != "" && records == nil {
+		if c.Labels[sandbox.LabelPool] != "" {
 			if records, err = b.claims(ctx); err != nil {
 				return nil, err
 			}
+			break
 		}
-		listed[c.ID] = true
 	}
+	listed := make(map[string]bool, len(cs))
 	out := make([]sandbox.Info, 0, len(cs))
 	for _, c := range cs {
 		if !b.dep.Owns(c.Labels) {
 			continue
 		}
-		if v, ok := records[c.ID]; ok && c.Labels[sandbox.LabelPool] != "" {
-			c.Labels = withClaim(c.Labels, v.Labels)
-		}
 		name := ""
 		if len(c.Names) > 0 {
 			name = c.Names[0]
 		}
-		out = append(out, info(c.ID, name, c.Image, string(c.State), time.Unix(c.Created, 0), c.Labels))
+		i := info(c.ID, name, c.Image, string(c.State), time.Unix(c.Created, 0), c.Labels)
+		listed[i.ID] = true
+		if v, ok := records[i.ID]; ok && c.Labels[sandbox.LabelPool] != "" {
+			i = info(c.ID, name, c.Image, string(c.State), time.Unix(c.Created, 0), withClaim(c.Labels, v.Labels))
+		}
+		out = append(out, i)
 	}
 	if len(records) > 0 {
 		b.dropOrphanClaims(ctx, records, listed)
@@ -104,7 +106,7 @@ func (b *Backend) inspect(ctx context.Context, id string) (container.InspectResp
 		return container.InspectResponse{}, notFound
 	}
 	if c.Config.Labels[sandbox.LabelPool] != "" {
-		claim, err := b.claimOf(ctx, c.ID)
+		claim, err := b.claimOf(ctx, id)
 		if err != nil {
 			return container.InspectResponse{}, err
 		}

@@ -22,5 +22,5 @@ func (b *Backend) Remove(ctx context.Context, id string) error {
 	// After the container: a record without its container is an orphan
 	// that List cleans up; a container without its record would look
 	// unclaimed.
-	return b.removeClaim(ctx, c)
+	return b.removeClaim(ctx, id, c)
 }

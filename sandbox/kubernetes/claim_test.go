@@ -19,7 +19,7 @@ func TestClaimRelabelsAPoolPodOnce(t *testing.T) {
 		t.Fatalf("pool pod = %+v, want no owner and the pool label", warm)
 	}
 	owner := sandbox.Owner{Tenant: "acme corp", Conversation: "conv:1"} // neither is a valid label value
-	info, err := b.Claim(ctx, warm.ID, owner)
+	info, err := b.Claim(ctx, warm, owner)
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
@@ -35,8 +35,9 @@ func TestClaimRelabelsAPoolPodOnce(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Conversation != owner.Conversation || list[0].Tenant != owner.Tenant {
 		t.Fatalf("List = %+v, %v; want the claimed pod with its owner", list, err)
 	}
-	// A second claim, say by another replica, loses.
-	if _, err := b.Claim(ctx, warm.ID, sandbox.Owner{Tenant: "other", Conversation: "c2"}); !errors.Is(err, errdefs.ErrConflict) {
+	// A second claim, say by another replica that holds the same warm
+	// pod, loses: the patch's test fails in the API server.
+	if _, err := b.Claim(ctx, warm, sandbox.Owner{Tenant: "other", Conversation: "c2"}); !errors.Is(err, errdefs.ErrConflict) {
 		t.Fatalf("second Claim = %v, want conflict", err)
 	}
 	if got, _ := b.Inspect(ctx, warm.ID); got.Tenant != owner.Tenant {
@@ -47,7 +48,7 @@ func TestClaimRelabelsAPoolPodOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Claim(ctx, cold.ID, owner); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if _, err := b.Claim(ctx, cold, owner); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Fatalf("Claim of a cold sandbox = %v, want failed_precondition", err)
 	}
 }

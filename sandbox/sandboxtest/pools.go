@@ -209,6 +209,10 @@ func (s *suite) poolDeployments(t *testing.T) {
 	if len(greenWarm) != 1 {
 		t.Fatalf("green's unclaimed pool sandboxes = %v, want 1", greenWarm)
 	}
+	greenInfo, err := green.Inspect(poolCtx(t), greenWarm[0])
+	if err != nil {
+		t.Fatal(err)
+	}
 	if ids := unclaimedIDs(t, blue); len(ids) != 1 || ids[0] == greenWarm[0] {
 		t.Fatalf("blue's unclaimed pool sandboxes = %v; want one of its own, not green's %s", ids, greenWarm[0])
 	}
@@ -219,7 +223,7 @@ func (s *suite) poolDeployments(t *testing.T) {
 	if got.Deployment != blue.Deployment().Name || got.ID == greenWarm[0] {
 		t.Fatalf("blue's claim = %+v; want one of blue's", got)
 	}
-	if _, err := blue.(sandbox.Claimer).Claim(poolCtx(t), greenWarm[0], sandbox.Owner{Tenant: s.tenant, Conversation: "c-steal"}); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := blue.(sandbox.Claimer).Claim(poolCtx(t), greenInfo, sandbox.Owner{Tenant: s.tenant, Conversation: "c-steal"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("blue claiming green's pool sandbox = %v, want not_found", err)
 	}
 	if ids := unclaimedIDs(t, green); len(ids) != 1 || ids[0] != greenWarm[0] {
