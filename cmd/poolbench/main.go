@@ -6,6 +6,11 @@
 // claims come slower than the refill), each timed until Manager.Create
 // returned and until the first agent call answered, and deletes both.
 //
+// With -sandboxd (default bin/sandboxd, after `make build`) it measures the
+// same through a real sandboxd too: `POST /v1/sandboxes` until 201, a claim
+// next to a cold create (the same image asking for an env variable, which
+// no pool sandbox has), in one sandboxd.
+//
 // Run from the repository root with the image in Docker:
 //
 //	go run ./cmd/poolbench [-image sandboxd-sandbox:latest] [-rounds 20] [-out BENCHMARKS.md]
@@ -30,10 +35,11 @@ import (
 )
 
 type flags struct {
-	image  string
-	out    string
-	rounds int
-	size   int
+	image    string
+	out      string
+	rounds   int
+	size     int
+	sandboxd string
 }
 
 func main() {
@@ -42,6 +48,7 @@ func main() {
 	flag.StringVar(&f.out, "out", "BENCHMARKS.md", "file whose pools section is rewritten; empty prints it")
 	flag.IntVar(&f.rounds, "rounds", 20, "cold creates and claims, one of each per round")
 	flag.IntVar(&f.size, "size", 2, "pool size")
+	flag.StringVar(&f.sandboxd, "sandboxd", "bin/sandboxd", "sandboxd binary for the API figures; empty skips them")
 	flag.Parse()
 	if err := run(f); err != nil {
 		fmt.Fprintln(os.Stderr, "poolbench:", err)
@@ -51,7 +58,7 @@ func main() {
 
 // figures are the samples of one way to get a sandbox.
 type figures struct {
-	create, first []time.Duration
+	create, first, api []time.Duration
 }
 
 func run(f flags) error {
@@ -112,6 +119,20 @@ func run(f flags) error {
 	}
 	if st.Claims[sandbox.PoolClaimed] != uint64(f.rounds) {
 		return fmt.Errorf("only %d of %d creates were claims (%+v); the figures would mix cold creates in", st.Claims[sandbox.PoolClaimed], f.rounds, st.Claims)
+	}
+	if f.sandboxd != "" {
+		pm.Close()
+		cm.Close()
+		apiDep := "poolbench-" + tag + "-api"
+		ab, err := newBackend("api")
+		if err != nil {
+			return err
+		}
+		defer ab.Close()
+		defer cleanup(ab)
+		if cold.api, warm.api, err = apiRun(ctx, f, agentBin, apiDep); err != nil {
+			return err
+		}
 	}
 	m, err := bench.DescribeLocalMachine(ctx)
 	if err != nil {
@@ -203,15 +224,20 @@ func report(f flags, machine string, cold, warm *figures) string {
 	row("**cold**: Manager.Create of the same image in a deployment without a pool", cold.create)
 	row("**claim** until the first agent call answered (the warm pipe is handed over)", warm.first)
 	row("**cold** until the first agent call answered (pipe attached, one stat)", cold.first)
+	checks := []bench.Check{bench.AtMost("claim p50 ≤ 50 ms on Docker (Manager.Create)", bench.Percentile(warm.create, 50), 50*time.Millisecond)}
 	claim := bench.Percentile(warm.create, 50)
+	if len(warm.api) > 0 {
+		row("**claim** through sandboxd: `POST /v1/sandboxes` of the pooled image until 201", warm.api)
+		row("**cold** through the same sandboxd: `POST /v1/sandboxes` of the same image with one env variable (no pool sandbox has it) until 201", cold.api)
+		claim = bench.Percentile(warm.api, 50)
+		checks = append(checks, bench.AtMost("claim p50 ≤ 50 ms on Docker (`POST /v1/sandboxes`)", claim, 50*time.Millisecond))
+	}
+	checks = append(checks, bench.Check{Target: "claim p50 below a peer's published warm claim (92 ms)", Got: bench.Ms(claim), Met: claim > 0 && claim < 92*time.Millisecond})
 	fmt.Fprintf(&b, "\n| target (issue 15) | measured | result |\n| --- | --- | --- |\n")
-	for _, c := range []bench.Check{
-		bench.AtMost("claim p50 ≤ 50 ms on Docker", claim, 50*time.Millisecond),
-		{Target: "claim p50 below a peer's published warm claim (92 ms)", Got: bench.Ms(claim), Met: claim > 0 && claim < 92*time.Millisecond},
-	} {
+	for _, c := range checks {
 		fmt.Fprintf(&b, "| %s | %s | **%s** |\n", c.Target, c.Got, c.Mark())
 	}
-	fmt.Fprintf(&b, "\nHow: `go run ./cmd/poolbench`; %d rounds, each one cold create (deployment without a pool) and one claim (deployment with a pool of %d, after it refilled), both on one engine in one process, each sandbox deleted before the next. A claim is a hello on the warm sandbox's open pipe and the engine's claim record (one `docker volume create`); the cold create is `docker create` + `start` and, for the first call, an exec to attach the pipe. Kubernetes was not measured in this run (no cluster up); the claim there is the same hello and one pod patch.\n", f.rounds, f.size)
+	fmt.Fprintf(&b, "\nHow: `make build && go run ./cmd/poolbench`; %d rounds, each one cold create (deployment without a pool) and one claim (deployment with a pool of %d, after it refilled), both on one engine in one process, each sandbox deleted before the next; then as many through one `bin/sandboxd` with that pool, alternating a cold create and a claim. A claim is a hello on the warm sandbox's open pipe and the engine's claim record (one `docker volume create`); the cold create is `docker create` + `start` and, for the first call, an exec to attach the pipe. Kubernetes was not measured in this run (no cluster up); the claim there is the same hello and one pod patch.\n", f.rounds, f.size)
 	return b.String()
 }
 
