@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -16,6 +18,10 @@ type poolFake struct {
 	missing  map[string]bool // images Create refuses
 	conflict int             // claims still to answer Conflict (another replica won)
 	claims   int
+
+	slow              time.Duration // each Create takes this long
+	inflight, maxSeen atomic.Int32  // Creates running now, and the most at once
+	tries             atomic.Int32  // Creates asked for, failed or not
 }
 
 var _ Claimer = (*poolFake)(nil)
@@ -29,6 +35,16 @@ func newPoolFake(t *testing.T, missing ...string) *poolFake {
 }
 
 func (f *poolFake) Create(ctx context.Context, spec Spec) (Info, error) {
+	f.tries.Add(1)
+	n := f.inflight.Add(1)
+	defer f.inflight.Add(-1)
+	for {
+		m := f.maxSeen.Load()
+		if n <= m || f.maxSeen.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(f.slow)
 	if f.missing[spec.Image] {
 		return Info{}, errdefs.FailedPrecondition("image %s is not on the fake engine; build it", spec.Image)
 	}
@@ -308,5 +324,27 @@ func TestPoolsNeedAClaimingBackend(t *testing.T) {
 	err := m.Start(context.Background())
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "pools") {
 		t.Fatalf("Start = %v, want failed_precondition naming pools", err)
+	}
+}
+
+func TestPoolRefillIsBoundedAndBacksOff(t *testing.T) {
+	f := newPoolFake(t, "gone:1")
+	f.slow = 30 * time.Millisecond
+	m := startManager(t, f, WithPools(PoolSpec{Image: "img", Size: 6}))
+	eventually(t, "the pool holds 6", func() bool { return ready(m, "img") == 6 })
+	if n := f.maxSeen.Load(); n > poolConcurrency {
+		t.Errorf("%d warm-ups ran at once, want at most %d", n, poolConcurrency)
+	}
+
+	g := newPoolFake(t, "gone:1")
+	mg := startManager(t, g, WithPools(PoolSpec{Image: "gone:1", Size: 4}))
+	time.Sleep(2500 * time.Millisecond)
+	// Two at once fail at the start, then the backoff (1 s, 2 s, ...)
+	// holds the next two back for 2 s: at most 4 tries in 2.5 s.
+	if n := g.tries.Load(); n < 2 || n > 4 {
+		t.Errorf("a pool whose image is missing tried %d creates in 2.5 s, want 2 to 4 (a backoff)", n)
+	}
+	if len(mg.PoolProblems()) != 1 {
+		t.Errorf("problems = %v, want the missing image's", mg.PoolProblems())
 	}
 }
