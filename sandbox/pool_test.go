@@ -348,3 +348,34 @@ func TestPoolRefillIsBoundedAndBacksOff(t *testing.T) {
 		t.Errorf("problems = %v, want the missing image's", mg.PoolProblems())
 	}
 }
+
+func TestIdleReaperLeavesWarmSandboxes(t *testing.T) {
+	f := newPoolFake(t)
+	m := startManager(t, f, WithIdleTTL(200*time.Millisecond), WithPools(PoolSpec{Image: "img", Size: 2}))
+	ctx := testCtx(t)
+	eventually(t, "the pool holds 2", func() bool { return ready(m, "img") == 2 })
+	info, err := m.Create(ctx, Spec{Tenant: "t", Conversation: "c", Image: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The claimed one is anyone's sandbox: reaped once idle. The warm ones
+	// are nobody's: never reaped, whatever their age.
+	eventually(t, "the idle claimed sandbox is reaped", func() bool { _, err := f.Inspect(ctx, info.ID); return err != nil })
+	eventually(t, "the pool refilled", func() bool { return ready(m, "img") == 2 })
+	before := map[string]bool{}
+	p := m.pools["img"]
+	p.mu.Lock()
+	for _, w := range p.ready {
+		before[w.info.ID] = true
+	}
+	p.mu.Unlock()
+	time.Sleep(700 * time.Millisecond) // several reap rounds
+	for id := range before {
+		if _, err := f.Inspect(ctx, id); err != nil {
+			t.Errorf("warm sandbox %s was removed by the idle reaper: %v", id, err)
+		}
+	}
+	if f.unclaimed() != 2 {
+		t.Errorf("unclaimed pool sandboxes = %d, want the 2 warm ones", f.unclaimed())
+	}
+}
