@@ -28,6 +28,7 @@ var _ Claimer = (*poolFake)(nil)
 
 func newPoolFake(t *testing.T, missing ...string) *poolFake {
 	f := &poolFake{fakeBackend: newFake(t), missing: map[string]bool{}}
+	f.wsRoot = t.TempDir() // refills may make boxes until the Manager closes
 	for _, img := range missing {
 		f.missing[img] = true
 	}

@@ -146,7 +146,15 @@ func (m *Manager) startPools() {
 		m.log.Warn("cannot list leftover pool sandboxes; they stay until the next start", "err", err)
 	}
 	for _, info := range infos {
-		if unclaimed(info) && m.dep.Owns(info.Labels) {
+		if !unclaimed(info) || !m.dep.Owns(info.Labels) {
+			continue
+		}
+		// Read again right before: another replica may have claimed it
+		// since the listing.
+		ictx, cancel := context.WithTimeout(m.ctx, stateReadTimeout)
+		now, err := m.backend.Inspect(ictx, info.ID)
+		cancel()
+		if err == nil && unclaimed(now) {
 			m.removeWarm(info.ID, "left unclaimed by a previous sandboxd")
 		}
 	}

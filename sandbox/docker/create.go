@@ -65,6 +65,7 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 	}
 	if spec.Pool != "" {
 		labels[sandbox.LabelPool] = spec.Pool
+		b.pooled.Store(true)
 	}
 	env := make([]string, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {

@@ -23,17 +23,39 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	if !b.dep.AdoptUnlabelled {
 		f.Add("label", sandbox.LabelDeployment+"="+b.dep.Name)
 	}
+	// Once the deployment has pool sandboxes, the claim records are read
+	// beside the containers, not after them: a listing costs one round
+	// trip, not two. A record made between the two reads may be missed
+	// (its sandbox then lists as unclaimed once); the records are read
+	// after the containers otherwise.
+	var records map[string]volume.Volume
+	var recErr error
+	recs := make(chan struct{})
+	if b.pooled.Load() {
+		go func() {
+			defer close(recs)
+			records, recErr = b.claims(ctx)
+		}()
+	} else {
+		close(recs)
+	}
 	cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	<-recs
 	if err != nil {
 		return nil, engineErr("list containers", err)
 	}
-	var records map[string]volume.Volume
-	for _, c := range cs {
-		if c.Labels[sandbox.LabelPool] != "" {
-			if records, err = b.claims(ctx); err != nil {
-				return nil, err
+	if recErr != nil {
+		return nil, recErr
+	}
+	if records == nil {
+		for _, c := range cs {
+			if c.Labels[sandbox.LabelPool] != "" {
+				b.pooled.Store(true)
+				if records, err = b.claims(ctx); err != nil {
+					return nil, err
+				}
+				break
 			}
-			break
 		}
 	}
 	listed := make(map[string]bool, len(cs))
