@@ -39,8 +39,10 @@ func (m *Manager) claim(ctx context.Context, p *pool, spec Spec) (Info, bool) {
 			}
 			return Info{}, false
 		}
-		p.wake()
 		info, err := m.handOver(ctx, claimer, w, spec)
+		// The refill starts after the hand-over, not beside it: its engine
+		// calls would only slow the claim down.
+		p.wake()
 		if err == nil {
 			p.count(PoolClaimed)
 			m.log.Info("sandbox claimed from the pool", "id", info.ID, "tenant", info.Tenant, "conversation", info.Conversation, "image", info.Image)
