@@ -64,6 +64,7 @@ type Server struct {
 	log         *slog.Logger
 	obs         Observer
 	pinger      Pinger
+	readyNotes  func() []string // degradations /readyz names while ready
 	gatherer    prometheus.Gatherer
 	hostPaths   HostPaths
 	image       string
@@ -220,7 +221,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, Status{Status: "ok"})
+	s.writeReady(w)
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {

@@ -51,6 +51,9 @@ type Config struct {
 	// made before deployments existed (no deployment label). Set it in the
 	// one deployment per engine that made them.
 	AdoptUnlabelledSandboxes bool `yaml:"adopt_unlabelled_sandboxes"`
+	// Pools keep sandboxes of an image started and attached, so that a
+	// create for that image claims one (pools.go).
+	Pools []Pool `yaml:"pools"`
 	// Workers are the commands that execute background workers per tier.
 	Workers   Workers   `yaml:"workers"`
 	Docker    Docker    `yaml:"docker"`

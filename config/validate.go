@@ -86,6 +86,9 @@ func (c *Config) Validate() error {
 	if c.Limits.StreamHeartbeat < 0 || c.Limits.MaxStreamBytes < 0 {
 		return errors.New("limits: stream_heartbeat and max_stream_bytes must not be negative; leave them out for the defaults (15s, 1 MiB)")
 	}
+	if err := validatePools(c.Pools); err != nil {
+		return err
+	}
 	return c.Replication.Validate()
 }
 

@@ -74,6 +74,8 @@ type options struct {
 	counts     func() map[string]int
 	runsActive func() int
 	fam        familyOptions
+	poolImages []string
+	pools      func() []sandbox.PoolStat
 }
 
 // Option configures New.
@@ -145,6 +147,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		}, func() float64 { return float64(n()) }))
 	}
 	cs = append(cs, o.fam.collectors()...)
+	if o.pools != nil {
+		cs = append(cs, newPoolCollector(o.poolImages, o.pools))
+	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -19,8 +21,9 @@ import (
 // filter by label, lists and inspects every deployment's boxes: the Manager
 // must filter on its own.
 type fakeBackend struct {
-	t   *testing.T
-	dep Deployment
+	t      *testing.T
+	dep    Deployment
+	wsRoot string // when set, workspaces are made under it (see Create)
 
 	mu       sync.Mutex // guards the fields below
 	boxes    map[string]Info
@@ -73,10 +76,24 @@ func (f *fakeBackend) Create(ctx context.Context, spec Spec) (Info, error) {
 	f.next++
 	f.creates++
 	id := fmt.Sprintf("box%03d", f.next)
+	ws := ""
+	if f.wsRoot != "" {
+		// Under a directory made before the Manager started, so that it is
+		// removed after the Manager closed (cleanups run last first).
+		ws = filepath.Join(f.wsRoot, id)
+		if err := os.Mkdir(ws, 0o755); err != nil {
+			return Info{}, err
+		}
+	} else {
+		ws = f.t.TempDir()
+	}
 	info := Info{
 		ID: id, Tenant: spec.Tenant, Conversation: spec.Conversation, Backend: "fake",
-		Image: spec.Image, State: StateRunning, CreatedAt: time.Now(), Workspace: f.t.TempDir(), Deployment: f.dep.Name,
+		Image: spec.Image, State: StateRunning, CreatedAt: time.Now(), Workspace: ws, Deployment: f.dep.Name,
 		Labels: map[string]string{LabelManaged: "true", LabelTenant: spec.Tenant, LabelConversation: spec.Conversation, LabelDeployment: f.dep.Name},
+	}
+	if spec.Pool != "" {
+		info.Labels[LabelPool] = spec.Pool
 	}
 	f.boxes[id] = info
 	return info, nil

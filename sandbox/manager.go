@@ -26,17 +26,24 @@ import (
 // older than the state-check interval: a paused, stopped or vanished
 // sandbox is told as such instead of as a dropped session.
 //
+// With warm pools (WithPools), Create for a pooled image claims a sandbox
+// that was made, started and attached ahead of time (poolclaim.go).
+//
 // Goroutines: one reaper (periodic refresh and idle reaping; it asks the
 // reap gate), one dialer per pipe being opened (it runs the attach hook),
-// and one watcher per open pipe. Close stops the reaper, cancels dials,
-// closes every pipe (processes in the sandboxes keep running) and waits for
-// all of them.
+// one watcher per open pipe, and per pool one refiller with at most
+// poolConcurrency warm-ups, started after one sweep of leftovers, and one
+// removal per discarded pool sandbox. Close stops the reaper and the
+// refillers, cancels dials and warm-ups, closes every pipe (processes in
+// the sandboxes keep running; unclaimed pool sandboxes stay until the next
+// start removes them) and waits for all of them.
 type Manager struct {
 	backend Backend
 	name    string
 	dep     Deployment // the backend's: every sandbox outside it is ignored
 	opts    options
 	log     *slog.Logger
+	pools   map[string]*pool // by image; fixed at NewManager
 
 	ctx    context.Context // cancelled by Close; parent of dials
 	cancel context.CancelFunc
@@ -87,7 +94,12 @@ func NewManager(b Backend, opts ...Option) *Manager {
 		opt(&o)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	pools := make(map[string]*pool, len(o.pools))
+	for _, ps := range o.pools {
+		pools[ps.Image] = newPool(ps)
+	}
 	return &Manager{
+		pools:      pools,
 		backend:    b,
 		name:       b.Name(),
 		dep:        b.Deployment(),
@@ -114,6 +126,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.started = true
 	m.mu.Unlock()
+	if _, ok := m.backend.(Claimer); len(m.pools) > 0 && !ok {
+		return errdefs.FailedPrecondition("the %s backend has no warm pools; remove pools: from the configuration, or use the docker or kubernetes backend", m.name)
+	}
 
 	err := m.refresh(ctx, time.Time{})
 	switch {
@@ -130,6 +145,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.noteUnlabelled(ctx)
 	m.wg.Add(1)
 	go m.reaper()
+	if _, ok := m.backend.(Claimer); ok {
+		m.wg.Add(1)
+		go m.startPools()
+	}
 	return nil
 }
 
@@ -206,6 +225,11 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Info, error) {
 			spec.Conversation, info.ID, info.State)
 	case !errors.Is(err, errdefs.ErrNotFound):
 		return Info{}, err
+	}
+	if p := m.poolFor(spec); p != nil {
+		if info, ok := m.claim(ctx, p, spec); ok {
+			return info, nil
+		}
 	}
 	info, err := m.backend.Create(ctx, spec)
 	if err != nil {

@@ -22,6 +22,7 @@ type options struct {
 	stateCheck   time.Duration
 	attachHook   func(ctx context.Context, info Info, c *agent.Client) error
 	reapGate     func(ctx context.Context, info Info) (release func(), ok bool)
+	pools        []PoolSpec
 }
 
 func defaultOptions() options {
@@ -118,4 +119,19 @@ func WithAttachHook(hook func(ctx context.Context, info Info, c *agent.Client) e
 // removal was tried.
 func WithReapGate(gate func(ctx context.Context, info Info) (release func(), ok bool)) Option {
 	return func(o *options) { o.reapGate = gate }
+}
+
+// WithPools keeps warm pools: per spec, Size sandboxes of Image made,
+// started and attached ahead of time; Create for that image with the
+// default resources, network, env and workspace claims one instead of
+// making one. The backend must be a Claimer (Start fails otherwise). A
+// later spec for the same image replaces an earlier one.
+func WithPools(specs ...PoolSpec) Option {
+	return func(o *options) {
+		for _, s := range specs {
+			if s.Image != "" && s.Size > 0 {
+				o.pools = append(o.pools, s)
+			}
+		}
+	}
 }

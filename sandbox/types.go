@@ -18,6 +18,10 @@ const (
 	LabelConversation = "io.sandboxd.conversation" // conversation id
 	LabelCreatedAt    = "io.sandboxd.created-at"   // RFC 3339
 	LabelDeployment   = "io.sandboxd.deployment"   // the Deployment's Name
+	// LabelPool marks a sandbox made for a warm pool: the pool's key
+	// (PoolKey). Until it is claimed it has no tenant or conversation, so
+	// the Manager's map skips it; the label stays after a claim.
+	LabelPool = "io.sandboxd.pool"
 )
 
 // States of a sandbox as reported by the API.
@@ -47,6 +51,15 @@ type Spec struct {
 	// (bind-mounted by Docker, used in place by the host backend). Callers
 	// have already checked it against the allowed host paths.
 	HostWorkspace string
+	// Pool, when set, makes a warm-pool sandbox: the backend stamps it in
+	// LabelPool, and Tenant and Conversation are empty until Claim.
+	Pool string
+}
+
+// Owner is whom a claimed pool sandbox belongs to.
+type Owner struct {
+	Tenant       string
+	Conversation string
 }
 
 // Info describes one sandbox.
@@ -97,6 +110,18 @@ type ResumeHinter interface {
 // deployments), so that a deployment that leaves them alone can say so.
 type UnlabelledCounter interface {
 	Unlabelled(ctx context.Context) (int, error)
+}
+
+// Claimer is an optional Backend capability, the one warm pools need: it
+// hands the unclaimed pool sandbox warm (as Create returned it: Spec.Pool
+// set, no tenant) to owner. From its return on, List and Inspect report the
+// sandbox with owner's tenant and conversation, to every replica and after
+// a restart, as if Create had made it for them. It is atomic in the
+// engine: of two claims of one sandbox, one gets errdefs.ErrConflict. The
+// caller has just had the sandbox's agent answer, so it need not look the
+// sandbox up again.
+type Claimer interface {
+	Claim(ctx context.Context, warm Info, owner Owner) (Info, error)
 }
 
 // Pinger is an optional Backend capability: a cheap liveness check of the

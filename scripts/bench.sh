@@ -43,9 +43,7 @@ families=(
 	"debug      docker     gobench ./tools/debug/ BenchmarkDebug"
 	"containerd containerd cmd ./cmd/containerdbench"
 	"watch      docker     cmd ./cmd/watchbench"
-	# Being added on other branches; uncomment each as it lands (with its --smoke):
-	# "pool       docker     cmd ./cmd/poolbench"
-	# "load       docker     cmd ./cmd/loadbench"
+	"pools      docker     cmd ./cmd/poolbench"
 	"kubernetes cluster    cmd ./cmd/kubebench"
 	"replicas   replicas   cmd ./cmd/replicabench"
 )

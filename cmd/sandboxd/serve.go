@@ -134,13 +134,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The manager observes pipes into the metrics, and the metrics read the
 	// manager's counts at scrape time; the closure breaks that cycle.
 	var mgr *sandbox.Manager
+	pools := poolSpecs(cfg, backend.Name())
 	m, err := metrics.New(reg, append([]metrics.Option{metrics.WithVersion(version),
 		metrics.WithSandboxCounts(backend.Name(), func() map[string]int { return mgr.Counts() }),
-		metrics.WithRunsActive(runs.Active)}, familyMetrics(cfg, &w.stats)...)...)
+		metrics.WithRunsActive(runs.Active), poolMetrics(pools, &mgr)}, familyMetrics(cfg, &w.stats)...)...)
 	if err != nil {
 		return fmt.Errorf("metrics cannot be registered: %w", err)
 	}
-	mgrOpts := []sandbox.Option{sandbox.WithIdleTTL(cfg.IdleTTL.D()), sandbox.WithLogger(log), sandbox.WithObserver(m)}
+	mgrOpts := []sandbox.Option{sandbox.WithIdleTTL(cfg.IdleTTL.D()), sandbox.WithLogger(log), sandbox.WithObserver(m),
+		sandbox.WithPools(pools...)}
 	if rep != nil {
 		if err := rep.start(cfg, reg, hooks(&mgr, runs, log), log); err != nil {
 			return err
@@ -179,7 +181,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		api.WithHostPaths(hostPaths), api.WithDefaultImage(cfg.DefaultImage),
 		api.WithBodyLimits(cfg.Limits.MaxBodyBytes, cfg.Limits.MaxToolBodyBytes),
 		api.WithToolStream(cfg.Limits.StreamHeartbeat.D(), cfg.Limits.MaxStreamBytes),
-		api.WithEnvHooks(w.envHooks...),
+		api.WithEnvHooks(w.envHooks...), api.WithReadyNotes(mgr.PoolProblems),
 	}, w.apiOpts...)
 	var handler http.Handler = api.New(mgr, registry, auth, apiOpts...)
 	if rep != nil {

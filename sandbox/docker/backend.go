@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync/atomic"
 
 	"github.com/docker/docker/client"
 
@@ -52,7 +53,8 @@ var DefaultCaps = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID"
 var DefaultResources = sandbox.Resources{CPUs: 2, MemoryMB: 4096, Pids: 1024}
 
 // Backend is a sandbox.Backend on a Docker Engine. It holds no state beyond
-// its client: every answer comes from the engine.
+// its client (and whether it has seen pool sandboxes): every answer comes
+// from the engine.
 type Backend struct {
 	cli       *client.Client
 	ownsCli   bool
@@ -64,6 +66,9 @@ type Backend struct {
 	caps      []string
 	defaults  sandbox.Resources
 	dep       sandbox.Deployment
+	// pooled is set once the deployment is seen to have pool sandboxes:
+	// List then reads the claim records beside the containers.
+	pooled atomic.Bool
 }
 
 var (

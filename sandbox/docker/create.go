@@ -63,6 +63,10 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 		sandbox.LabelCreatedAt:    time.Now().UTC().Format(time.RFC3339Nano),
 		sandbox.LabelDeployment:   b.dep.Name,
 	}
+	if spec.Pool != "" {
+		labels[sandbox.LabelPool] = spec.Pool
+		b.pooled.Store(true)
+	}
 	env := make([]string, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])

@@ -338,3 +338,73 @@ func TestUnreachableEngine(t *testing.T) {
 		t.Errorf("Ping = %v, want unavailable", err)
 	}
 }
+
+func TestPools(t *testing.T) {
+	needDocker(t)
+	sandboxtest.RunPools(t, func(t *testing.T, d sandbox.Deployment) sandbox.Backend {
+		return newTestBackend(t, WithDeployment(d))
+	}, sandboxtest.WithImage(testImage))
+}
+
+// Of racing claims of one pool sandbox (replicas on one engine), exactly
+// one wins, and its owner is what every reader sees; Remove takes the
+// claim record along.
+func TestClaimRaceHasOneWinner(t *testing.T) {
+	needDocker(t)
+	b := newTestBackend(t, WithDeployment(sandbox.Deployment{Name: "claim-" + newID()}))
+	warm, err := b.Create(ctx(t), sandbox.Spec{Image: testImage, Pool: sandbox.PoolKey(testImage)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Remove(context.Background(), warm.ID) })
+	if warm.Tenant != "" || warm.Conversation != "" {
+		t.Fatalf("pool sandbox = %+v, want no owner", warm)
+	}
+	const n = 6
+	errs := make(chan error, n)
+	won := make(chan sandbox.Info, n)
+	for i := range n {
+		go func() {
+			info, err := b.Claim(ctx(t), warm, sandbox.Owner{Tenant: "t" + strconv.Itoa(i), Conversation: "c"})
+			if err == nil {
+				won <- info
+			}
+			errs <- err
+		}()
+	}
+	wins := 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			wins++
+		case !errors.Is(err, errdefs.ErrConflict):
+			t.Errorf("a losing claim = %v, want conflict", err)
+		}
+	}
+	if wins != 1 {
+		t.Fatalf("%d claims won, want 1", wins)
+	}
+	winner := <-won
+	for name, get := range map[string]func() (sandbox.Info, error){
+		"Inspect": func() (sandbox.Info, error) { return b.Inspect(ctx(t), warm.ID) },
+		"List": func() (sandbox.Info, error) {
+			infos, err := b.List(ctx(t))
+			for _, i := range infos {
+				if i.ID == warm.ID {
+					return i, err
+				}
+			}
+			return sandbox.Info{}, err
+		},
+	} {
+		if got, err := get(); err != nil || got.Tenant != winner.Tenant || got.Conversation != "c" {
+			t.Errorf("%s after the race = %s/%s, %v; want the winner %s", name, got.Tenant, got.Conversation, err, winner.Tenant)
+		}
+	}
+	if err := b.Remove(ctx(t), warm.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.cli.VolumeInspect(ctx(t), claimVolume(warm.ID)); err == nil {
+		t.Errorf("the claim record %s outlived its sandbox", claimVolume(warm.ID))
+	}
+}

@@ -9,6 +9,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
 
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -22,10 +23,42 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	if !b.dep.AdoptUnlabelled {
 		f.Add("label", sandbox.LabelDeployment+"="+b.dep.Name)
 	}
+	// Once the deployment has pool sandboxes, the claim records are read
+	// beside the containers, not after them: a listing costs one round
+	// trip, not two. A record made between the two reads may be missed
+	// (its sandbox then lists as unclaimed once); the records are read
+	// after the containers otherwise.
+	var records map[string]volume.Volume
+	var recErr error
+	recs := make(chan struct{})
+	if b.pooled.Load() {
+		go func() {
+			defer close(recs)
+			records, recErr = b.claims(ctx)
+		}()
+	} else {
+		close(recs)
+	}
 	cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	<-recs
 	if err != nil {
 		return nil, engineErr("list containers", err)
 	}
+	if recErr != nil {
+		return nil, recErr
+	}
+	if records == nil {
+		for _, c := range cs {
+			if c.Labels[sandbox.LabelPool] != "" {
+				b.pooled.Store(true)
+				if records, err = b.claims(ctx); err != nil {
+					return nil, err
+				}
+				break
+			}
+		}
+	}
+	listed := make(map[string]bool, len(cs))
 	out := make([]sandbox.Info, 0, len(cs))
 	for _, c := range cs {
 		if !b.dep.Owns(c.Labels) {
@@ -35,7 +68,15 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 		if len(c.Names) > 0 {
 			name = c.Names[0]
 		}
-		out = append(out, info(c.ID, name, c.Image, string(c.State), time.Unix(c.Created, 0), c.Labels))
+		i := info(c.ID, name, c.Image, string(c.State), time.Unix(c.Created, 0), c.Labels)
+		listed[i.ID] = true
+		if v, ok := records[i.ID]; ok && c.Labels[sandbox.LabelPool] != "" {
+			i = info(c.ID, name, c.Image, string(c.State), time.Unix(c.Created, 0), withClaim(c.Labels, v.Labels))
+		}
+		out = append(out, i)
+	}
+	if len(records) > 0 {
+		b.dropOrphanClaims(ctx, records, listed)
 	}
 	return out, nil
 }
@@ -85,6 +126,15 @@ func (b *Backend) inspect(ctx context.Context, id string) (container.InspectResp
 		return container.InspectResponse{}, engineErr("inspect sandbox "+id, err)
 	case c.Config == nil || c.Config.Labels[sandbox.LabelManaged] != "true" || !b.dep.Owns(c.Config.Labels) || infoOf(c).ID != id:
 		return container.InspectResponse{}, notFound
+	}
+	if c.Config.Labels[sandbox.LabelPool] != "" {
+		claim, err := b.claimOf(ctx, id)
+		if err != nil {
+			return container.InspectResponse{}, err
+		}
+		if claim != nil {
+			c.Config.Labels = withClaim(c.Config.Labels, claim)
+		}
 	}
 	return c, nil
 }

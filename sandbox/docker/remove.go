@@ -8,7 +8,8 @@ import (
 )
 
 // Remove force-removes the container with its anonymous volumes (the
-// workspace unless it is a host directory, which is never touched).
+// workspace unless it is a host directory, which is never touched) and,
+// for a claimed pool sandbox, its claim record.
 func (b *Backend) Remove(ctx context.Context, id string) error {
 	c, err := b.inspect(ctx, id)
 	if err != nil {
@@ -18,5 +19,8 @@ func (b *Backend) Remove(ctx context.Context, id string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr("remove sandbox "+id, err)
 	}
-	return nil
+	// After the container: a record without its container is an orphan
+	// that List cleans up; a container without its record would look
+	// unclaimed.
+	return b.removeClaim(ctx, id, c)
 }

@@ -324,3 +324,16 @@ func defaultGateway(routes string) string {
 	}
 	return ""
 }
+
+func TestClusterPools(t *testing.T) {
+	var more func(opts ...Option) *Backend
+	img, _ := clusterImages()
+	sandboxtest.RunPools(t, func(t *testing.T, d sandbox.Deployment) sandbox.Backend {
+		if more == nil {
+			b, _, m := newClusterBackends(t, WithDeployment(d))
+			more = m
+			return b
+		}
+		return more(WithDeployment(d)) // a replica, or another deployment, in the same namespace
+	}, sandboxtest.WithImage(img))
+}

@@ -42,6 +42,9 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 		sandbox.LabelDeployment:   b.dep.Name, // a valid label value by ValidateDeployment
 		LabelNetwork:              network,
 	}
+	if spec.Pool != "" {
+		labels[sandbox.LabelPool] = spec.Pool // a valid label value by PoolKey
+	}
 	annotations := map[string]string{
 		sandbox.LabelTenant:       spec.Tenant,
 		sandbox.LabelConversation: spec.Conversation,

@@ -1,0 +1,72 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+var _ sandbox.Claimer = (*Backend)(nil)
+
+// Claim hands the unclaimed pool pod warm to owner by patching its tenant
+// and conversation labels and annotations in place: one API call. The JSON
+// patch first tests that the pod is still the deployment's pool pod with
+// an empty conversation, so of two racing claims (two replicas) the API
+// server applies one; the other is a Conflict.
+func (b *Backend) Claim(ctx context.Context, warm sandbox.Info, owner sandbox.Owner) (sandbox.Info, error) {
+	switch {
+	case !validID(warm.ID) || !b.dep.Owns(warm.Labels):
+		return sandbox.Info{}, errdefs.NotFound("sandbox %s does not exist in namespace %s", warm.ID, b.namespace)
+	case warm.Labels[sandbox.LabelPool] == "":
+		return sandbox.Info{}, errdefs.FailedPrecondition("sandbox %s is not a pool sandbox and cannot be claimed", warm.ID)
+	case warm.Conversation != "":
+		return sandbox.Info{}, errdefs.Conflict("pool sandbox %s was claimed already", warm.ID)
+	}
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value string `json:"value"`
+	}
+	label := func(k string) string { return "/metadata/labels/" + pointerEscape(k) }
+	annot := func(k string) string { return "/metadata/annotations/" + pointerEscape(k) }
+	patch, err := json.Marshal([]op{
+		{"test", label(sandbox.LabelPool), warm.Labels[sandbox.LabelPool]},
+		{"test", label(sandbox.LabelDeployment), b.dep.Name},
+		{"test", annot(sandbox.LabelConversation), ""},
+		{"add", label(sandbox.LabelTenant), labelValue(owner.Tenant)},
+		{"add", label(sandbox.LabelConversation), labelValue(owner.Conversation)},
+		{"add", annot(sandbox.LabelTenant), owner.Tenant},
+		{"add", annot(sandbox.LabelConversation), owner.Conversation},
+		{"add", annot(sandbox.LabelCreatedAt), time.Now().UTC().Format(time.RFC3339Nano)},
+	})
+	if err != nil {
+		return sandbox.Info{}, errdefs.Internal("cannot encode the claim of sandbox %s: %v", warm.ID, err)
+	}
+	name := b.PodName(warm.ID)
+	got, err := b.cs.CoreV1().Pods(b.namespace).Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		// A failed test is the usual reason: another claim came first.
+		p, gerr := b.pod(ctx, warm.ID)
+		switch {
+		case gerr != nil && errors.Is(gerr, errdefs.ErrNotFound):
+			return sandbox.Info{}, gerr
+		case gerr == nil && p.Annotations[sandbox.LabelConversation] != "":
+			return sandbox.Info{}, errdefs.Conflict("pool sandbox %s was claimed by another request", warm.ID)
+		}
+		return sandbox.Info{}, apiErr("record the claim of pod "+name, err)
+	}
+	return infoOf(got), nil
+}
+
+// pointerEscape escapes a map key for a JSON pointer (RFC 6901).
+func pointerEscape(k string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+}
