@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
@@ -272,7 +273,14 @@ func (s *Server) envOf(ctx context.Context, run tools.Run, sb *sandbox.Info) *to
 			if sb == nil {
 				return nil, errdefs.NotFound("conversation %q has no sandbox; create one with POST /v1/sandboxes", conv)
 			}
-			c, info, err := s.sandboxes.Agent(ctx, tenant, conv)
+			var c *agent.Client
+			var info sandbox.Info
+			var err error
+			if by, ok := s.sandboxes.(agentOf); ok {
+				c, info, err = by.AgentOf(ctx, *sb)
+			} else {
+				c, info, err = s.sandboxes.Agent(ctx, tenant, conv)
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -32,6 +32,14 @@ type Sandboxes interface {
 	Agent(ctx context.Context, tenant, conversation string) (*agent.Client, sandbox.Info, error)
 }
 
+// agentOf is an optional capability of Sandboxes: the pipe of a sandbox
+// already looked up, taken by its id, so a call looks its sandbox up once.
+type agentOf interface {
+	AgentOf(ctx context.Context, info sandbox.Info) (*agent.Client, sandbox.Info, error)
+}
+
+var _ agentOf = (*sandbox.Manager)(nil)
+
 // Tools is what the API needs of the tool registry.
 type Tools interface {
 	Visible(env *tools.Env) []tools.Spec

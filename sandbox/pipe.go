@@ -24,6 +24,28 @@ func (m *Manager) Agent(ctx context.Context, tenant, conversation string) (*agen
 	if err := ValidateConversation(conversation); err != nil {
 		return nil, Info{}, err
 	}
+	return m.agent(ctx, conversation, func() (*entry, error) { return m.find(ctx, tenant, conversation) })
+}
+
+// AgentOf is Agent for a sandbox the caller has already looked up (the API
+// does once per call): it is taken by its id, with no second search of
+// the conversation's sandboxes. A sandbox removed or replaced since is
+// NotFound, saying so.
+func (m *Manager) AgentOf(ctx context.Context, info Info) (*agent.Client, Info, error) {
+	return m.agent(ctx, info.Conversation, func() (*entry, error) {
+		m.mu.Lock()
+		e := m.byID[info.ID]
+		gone := e == nil || e.removing || e.info.Tenant != info.Tenant
+		m.mu.Unlock()
+		if gone {
+			return nil, errdefs.NotFound("the sandbox %s of conversation %q is gone (removed or replaced as this call started); call again to use the conversation's current sandbox", info.ID, info.Conversation)
+		}
+		return e, nil
+	})
+}
+
+// agent opens (or reuses) the pipe of the entry find returns.
+func (m *Manager) agent(ctx context.Context, conversation string, find func() (*entry, error)) (*agent.Client, Info, error) {
 	// A pipe that dies right after it opened is retried a few times, never forever.
 	for attempt := 0; ; attempt++ {
 		if attempt == 4 {
@@ -32,7 +54,7 @@ func (m *Manager) Agent(ctx context.Context, tenant, conversation string) (*agen
 		if err := m.checkOpen(); err != nil {
 			return nil, Info{}, err
 		}
-		e, err := m.find(ctx, tenant, conversation)
+		e, err := find()
 		if err != nil {
 			return nil, Info{}, err
 		}
