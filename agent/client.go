@@ -58,7 +58,7 @@ func newSession(rwc io.ReadWriteCloser) (*Client, error) {
 	cfg.LogOutput = io.Discard
 	cfg.MaxStreamWindowSize = 1 << 20
 	cfg.StreamCloseTimeout = time.Minute
-	sess, err := yamux.Client(rwc, cfg)
+	sess, err := yamux.Client(proto.CoalesceWrites(rwc, proto.DefaultHold), cfg)
 	if err != nil {
 		rwc.Close()
 		return nil, errdefs.Internal("cannot start the agent session: %v", err)

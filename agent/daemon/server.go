@@ -266,7 +266,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
 
 // serveSession runs one yamux session over rwc until it ends.
 func (s *Server) serveSession(ctx context.Context, c io.ReadWriteCloser) error {
-	ys, err := yamux.Server(c, yamuxConfig())
+	ys, err := yamux.Server(proto.CoalesceWrites(c, proto.DefaultHold), yamuxConfig())
 	if err != nil {
 		c.Close()
 		return fmt.Errorf("start agent session: %w", err)
