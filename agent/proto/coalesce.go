@@ -20,9 +20,9 @@ const (
 	yamuxFlagRST          = 8
 )
 
-// DefaultHold is how long CoalesceWrites keeps a stream's open, accept or
-// close frame back waiting for the next write: a request follows its
-// stream's open at once, an answer its accept within the handler's time.
+// DefaultHold is how long CoalesceWrites keeps a stream's open or accept
+// frame back waiting for the next write: a request follows its stream's
+// open at once, an answer its accept within the handler's time.
 const DefaultHold = time.Millisecond
 
 const (
@@ -38,12 +38,15 @@ const (
 // attach bridge) wakes once per message rather than once per write. The
 // session's send loop writes a frame's header and its body as two writes;
 // the wrapper holds the header and writes it together with the body. It
-// also holds the header-only frames that open, accept or close a stream
-// (which carry no data anyone waits for) until the next write, or at most
-// hold, so they ride along with the next frame: a request goes out with
-// its stream's open, an answer with its stream's accept. Everything else —
-// window updates, pings, go-aways, resets — goes out at once, after what
-// was held, so the order of the bytes never changes.
+// also holds the header-only frames that open or accept a stream (no one
+// waits on them) until the next write, or at most hold, so they ride along
+// with the next frame: a request goes out with its stream's open, an answer
+// with its stream's accept. Everything else — closes, window updates,
+// pings, go-aways, resets — goes out at once, after what was held, so the
+// order of the bytes never changes. (Closes are not held: a close is
+// rarely followed by a write within the hold, so holding it would cost a
+// timer and a wake-up and save nothing, and it would delay the
+// cancellation of an exec, which is a close.)
 //
 // Writes must come from one goroutine at a time (yamux's send loop); the
 // hold timer's flush is the only other writer and is serialized with it.
@@ -98,7 +101,7 @@ func (c *coalescer) Write(p []byte) (int, error) {
 			hold, c.bodyLen = n > 0, n
 		case yamuxTypeWindowUpdate:
 			// A plain window update may unblock a writer: it goes now.
-			hold = flags&(yamuxFlagSYN|yamuxFlagACK|yamuxFlagFIN) != 0 && flags&yamuxFlagRST == 0
+			hold = flags&(yamuxFlagSYN|yamuxFlagACK) != 0 && flags&(yamuxFlagFIN|yamuxFlagRST) == 0
 		}
 		if hold && len(c.held)+len(p) <= maxHeld {
 			c.held = append(c.held, p...)

@@ -85,15 +85,17 @@ func TestCoalesceSendsFlowControlAtOnce(t *testing.T) {
 	rec := &recordingConn{}
 	c := CoalesceWrites(rec, time.Hour)
 	defer c.Close()
-	fin := yamuxHeader(yamuxTypeWindowUpdate, yamuxFlagFIN, 1, 0)
+	ack := yamuxHeader(yamuxTypeWindowUpdate, yamuxFlagACK, 1, 0)
 	update := yamuxHeader(yamuxTypeWindowUpdate, 0, 3, 1<<18)
-	mustWrite(t, c, fin)
+	mustWrite(t, c, ack)
 	mustWrite(t, c, update)
 	w := rec.got()
-	if len(w) != 1 || !bytes.Equal(w[0], append(bytes.Clone(fin), update...)) {
+	if len(w) != 1 || !bytes.Equal(w[0], append(bytes.Clone(ack), update...)) {
 		t.Fatalf("a window update waited or lost its order: %q", w)
 	}
 	for _, h := range [][]byte{
+		yamuxHeader(yamuxTypeWindowUpdate, yamuxFlagFIN, 1, 0),
+		yamuxHeader(yamuxTypeWindowUpdate, yamuxFlagACK|yamuxFlagFIN, 7, 0),
 		yamuxHeader(2 /* ping */, yamuxFlagSYN, 0, 7),
 		yamuxHeader(yamuxTypeWindowUpdate, yamuxFlagRST, 5, 0),
 		yamuxHeader(3 /* go away */, 0, 0, 0),
@@ -110,19 +112,19 @@ func TestCoalesceFlushesHeldFramesAfterHold(t *testing.T) {
 	rec := &recordingConn{}
 	c := CoalesceWrites(rec, 20*time.Millisecond)
 	defer c.Close()
-	fin := yamuxHeader(yamuxTypeWindowUpdate, yamuxFlagFIN|yamuxFlagACK, 1, 0)
+	ack := yamuxHeader(yamuxTypeWindowUpdate, yamuxFlagACK, 1, 1<<19)
 	start := time.Now()
-	mustWrite(t, c, fin)
+	mustWrite(t, c, ack)
 	for len(rec.got()) == 0 {
 		if time.Since(start) > 5*time.Second {
-			t.Fatal("a held close frame was never written")
+			t.Fatal("a held accept frame was never written")
 		}
 		time.Sleep(time.Millisecond)
 	}
 	if d := time.Since(start); d < 15*time.Millisecond {
 		t.Fatalf("flushed after %s, before the hold", d)
 	}
-	if w := rec.got(); !bytes.Equal(w[0], fin) {
+	if w := rec.got(); !bytes.Equal(w[0], ack) {
 		t.Fatalf("flushed %q", w[0])
 	}
 }
@@ -144,7 +146,7 @@ func TestCoalesceTimerFailureFailsTheStream(t *testing.T) {
 	rec := &recordingConn{fail: errors.New("pipe broke")}
 	c := CoalesceWrites(rec, time.Millisecond)
 	defer c.Close()
-	mustWrite(t, c, yamuxHeader(yamuxTypeWindowUpdate, yamuxFlagFIN, 1, 0))
+	mustWrite(t, c, yamuxHeader(yamuxTypeWindowUpdate, yamuxFlagSYN, 1, 0))
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		rec.mu.Lock()
@@ -172,8 +174,9 @@ func mustWrite(t *testing.T, w io.Writer, p []byte) {
 
 // TestCoalesceOverYamux runs request/answer exchanges, as the agent client
 // and daemon do, over real yamux sessions and counts the writes each side
-// makes: one per message, where yamux alone makes four (open or accept,
-// header, body, close).
+// makes: two per exchange (the message with its stream's open or accept,
+// then the close), where yamux alone makes four (open or accept, header,
+// body, close).
 func TestCoalesceOverYamux(t *testing.T) {
 	a, b := net.Pipe()
 	ra, rb := &recordingConn{ReadWriteCloser: a}, &recordingConn{ReadWriteCloser: b}
@@ -225,12 +228,11 @@ func TestCoalesceOverYamux(t *testing.T) {
 		st.Close()
 	}
 	t.Logf("writes: client %d, server %d, for %d exchanges", len(ra.got()), len(rb.got()), n)
-	// Each side's last close may still be held; every earlier one went
-	// out with the next message.
-	if got := len(ra.got()); got > n+1 {
-		t.Errorf("the client made %d writes for %d requests", got, n)
+	// The server's last close may not have been written yet.
+	if got := len(ra.got()); got != 2*n {
+		t.Errorf("the client made %d writes for %d requests, want %d", got, n, 2*n)
 	}
-	if got := len(rb.got()); got > n+1 {
-		t.Errorf("the server made %d writes for %d answers", got, n)
+	if got := len(rb.got()); got < 2*n-1 || got > 2*n {
+		t.Errorf("the server made %d writes for %d answers, want %d", got, n, 2*n)
 	}
 }
