@@ -64,7 +64,7 @@ func newSession(rwc io.ReadWriteCloser) (*Client, error) {
 	cfg.LogOutput = io.Discard
 	cfg.MaxStreamWindowSize = 1 << 20
 	cfg.StreamCloseTimeout = time.Minute
-	sess, err := yamux.Client(rwc, cfg)
+	sess, err := yamux.Client(proto.CoalesceWrites(rwc, proto.DefaultHold), cfg)
 	if err != nil {
 		rwc.Close()
 		return nil, errdefs.Internal("cannot start the agent session: %v", err)
@@ -276,7 +276,8 @@ func (c *Client) openWith(ctx context.Context, req *proto.Request, onOutput func
 		st.Close()
 	})
 	var resp proto.Response
-	err = proto.WriteFrame(st, req)
+	raw := c.raw(req.Op)
+	err = c.writeRequest(st, req, raw)
 	for err == nil {
 		resp = proto.Response{}
 		if err = proto.ReadFrame(st, &resp); err != nil || resp.Output == nil {
@@ -284,6 +285,12 @@ func (c *Client) openWith(ctx context.Context, req *proto.Request, onOutput func
 		}
 		if onOutput != nil {
 			onOutput(resp.Output)
+		}
+	}
+	if err == nil && raw && resp.Error == nil && req.Op != proto.OpWriteFiles {
+		var blobs [][]byte
+		if blobs, err = proto.ReadRaw(st, proto.MaxRawTotal); err == nil {
+			err = resp.PutData(blobs)
 		}
 	}
 	if !stop() || ctx.Err() != nil {
@@ -303,6 +310,33 @@ func (c *Client) openWith(ctx context.Context, req *proto.Request, onOutput func
 	}
 	st.SetDeadline(time.Time{})
 	return st, &resp, nil
+}
+
+// raw says whether op's file data travels as raw frames: the ops that
+// carry file data, to a daemon that takes them (proto.Request.Raw).
+func (c *Client) raw(op proto.Op) bool {
+	if c.hello == nil || !c.hello.RawData {
+		return false
+	}
+	return op == proto.OpReadFile || op == proto.OpReadFiles || op == proto.OpWriteFiles
+}
+
+// writeRequest writes req's frame, with raw set followed by its file data
+// as raw frames; the caller's request is not changed.
+func (c *Client) writeRequest(st *yamux.Stream, req *proto.Request, raw bool) error {
+	if !raw {
+		return proto.WriteFrame(st, req)
+	}
+	r := *req
+	r.Raw = true
+	var blobs [][]byte
+	if r.WriteFiles != nil {
+		r.WriteFiles, blobs = r.WriteFiles.TakeData()
+	}
+	if r.Op != proto.OpWriteFiles {
+		return proto.WriteFrame(st, &r)
+	}
+	return proto.WriteMessage(st, &r, blobs)
 }
 
 func (c *Client) sessionError(err error, op proto.Op) error {

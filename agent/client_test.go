@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -111,5 +112,69 @@ func BenchmarkReadFile4K(b *testing.B) {
 		if err != nil || len(r.Data) != 4096 {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestRawFramesCarryBinaryFiles(t *testing.T) {
+	c := pair(t)
+	ctx := context.Background()
+	root := t.TempDir()
+	all := make([]byte, 256*3)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	err := c.WriteFiles(ctx, &proto.WriteFilesRequest{Root: root, Files: []proto.WriteFile{
+		{Path: "bin", Data: all}, {Path: "empty", Data: []byte{}}, {Path: "dir/x", Data: []byte("x"), MkdirAll: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "bin")); !bytes.Equal(got, all) {
+		t.Fatalf("written file has %d bytes, want the %d sent", len(got), len(all))
+	}
+	r, err := c.ReadFile(ctx, &proto.ReadFileRequest{Root: root, Path: "bin"})
+	if err != nil || !bytes.Equal(r.Data, all) || r.Size != int64(len(all)) {
+		t.Fatalf("read back: %v, %d bytes", err, len(r.Data))
+	}
+	e, err := c.ReadFile(ctx, &proto.ReadFileRequest{Root: root, Path: "empty"})
+	if err != nil || len(e.Data) != 0 || e.Size != 0 {
+		t.Fatalf("empty file: %v, %+v", err, e)
+	}
+	rs, err := c.ReadFiles(ctx, &proto.ReadFilesRequest{Root: root, Paths: []string{"dir/x", "missing", "bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := rs.Files; len(f) != 3 || string(f[0].Data) != "x" || f[1].Skipped != "not found" || f[1].Data != nil || !bytes.Equal(f[2].Data, all) {
+		t.Fatalf("read_files: %+v", rs.Files)
+	}
+	err = c.WriteFiles(ctx, &proto.WriteFilesRequest{Root: root, Files: []proto.WriteFile{{Path: "bin", Delete: true}, {Path: "new", Data: []byte("n")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "bin")); !os.IsNotExist(err) {
+		t.Fatalf("deleted file: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, "new")); string(got) != "n" {
+		t.Fatalf("new file %q", got)
+	}
+}
+
+func TestOldAgentGetsJSONRequests(t *testing.T) {
+	a, b := net.Pipe()
+	sawRaw := make(chan bool, 1)
+	go fakeJSONAgent(b, []byte("from an old agent"), sawRaw)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := agent.NewClient(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := c.ReadFile(ctx, &proto.ReadFileRequest{Root: "/w", Path: "a"})
+	if err != nil || string(r.Data) != "from an old agent" {
+		t.Fatalf("read from an old agent: %v, %+v", err, r)
+	}
+	if <-sawRaw {
+		t.Fatal("the client asked an agent that does not advertise raw frames for them")
 	}
 }

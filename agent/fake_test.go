@@ -34,3 +34,32 @@ func fakeAgent(c net.Conn, hello proto.HelloResponse) {
 		st.Close()
 	}
 }
+
+// fakeJSONAgent is an agent that predates raw frames: its hello does not
+// advertise them and it answers read_file with the data in JSON. It
+// records whether a request asked for raw frames.
+func fakeJSONAgent(c net.Conn, data []byte, sawRaw chan<- bool) {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	sess, err := yamux.Server(c, cfg)
+	if err != nil {
+		return
+	}
+	defer sess.Close()
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			return
+		}
+		var req proto.Request
+		proto.ReadFrame(st, &req)
+		switch req.Op {
+		case proto.OpHello:
+			proto.WriteFrame(st, &proto.Response{Hello: &proto.HelloResponse{Version: proto.Version}})
+		case proto.OpReadFile:
+			sawRaw <- req.Raw
+			proto.WriteFrame(st, &proto.Response{ReadFile: &proto.ReadFileResponse{Data: data, Size: int64(len(data))}})
+		}
+		st.Close()
+	}
+}

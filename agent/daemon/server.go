@@ -270,7 +270,7 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) error {
 
 // serveSession runs one yamux session over rwc until it ends.
 func (s *Server) serveSession(ctx context.Context, c io.ReadWriteCloser) error {
-	ys, err := yamux.Server(c, yamuxConfig())
+	ys, err := yamux.Server(proto.CoalesceWrites(c, proto.DefaultHold), yamuxConfig())
 	if err != nil {
 		c.Close()
 		return fmt.Errorf("start agent session: %w", err)
@@ -323,6 +323,12 @@ func (s *Server) handle(ctx context.Context, sess *session, st *yamux.Stream) {
 		s.reply(st, nil, errdefs.InvalidArgument("the request frame could not be read (%v); send one length-prefixed JSON request per stream", err))
 		return
 	}
+	if req.Raw && req.Op == proto.OpWriteFiles {
+		if err := readRawWrite(st, &req); err != nil {
+			s.reply(st, nil, err)
+			return
+		}
+	}
 	st.SetReadDeadline(time.Time{})
 	if err := s.fence.begin(sess); err != nil {
 		s.reply(st, nil, err)
@@ -345,7 +351,14 @@ func (s *Server) handle(ctx context.Context, sess *session, st *yamux.Stream) {
 		return
 	}
 	replied = true
-	if !s.reply(st, resp, nil) || stream == nil {
+	if req.Raw {
+		if !s.replyRaw(st, resp) {
+			return
+		}
+	} else if !s.reply(st, resp, nil) {
+		return
+	}
+	if stream == nil {
 		return
 	}
 	keepOpen = true
@@ -372,6 +385,38 @@ func (s *Server) reply(st *yamux.Stream, resp *proto.Response, err error) bool {
 	return werr == nil
 }
 
+// replyRaw writes a successful answer with its file data as raw frames
+// (proto.Request.Raw); an answer over the caps becomes the same error
+// reply answers over the cap get.
+func (s *Server) replyRaw(st *yamux.Stream, resp *proto.Response) bool {
+	if resp.ReadFile == nil && resp.ReadFiles == nil {
+		return s.reply(st, resp, nil)
+	}
+	st.SetWriteDeadline(time.Now().Add(s.opts.requestTimeout))
+	werr := proto.WriteMessage(st, resp, resp.TakeData())
+	st.SetWriteDeadline(time.Time{})
+	if werr != nil && errors.Is(werr, proto.ErrFrameTooLarge) {
+		return s.reply(st, nil, errdefs.ResourceExhausted("the answer is larger than the protocol's frame cap; ask for less (lower max_bytes or fewer paths)"))
+	}
+	return werr == nil
+}
+
+// readRawWrite reads the raw frames that follow a write_files request
+// frame into its files.
+func readRawWrite(st *yamux.Stream, req *proto.Request) error {
+	blobs, err := proto.ReadRaw(st, proto.MaxRawTotal)
+	if err != nil {
+		return errdefs.InvalidArgument("the raw data frames after the write_files request could not be read (%v); send one raw frame per file, then the end frame", err)
+	}
+	if req.WriteFiles == nil {
+		return nil // dispatch says what is missing
+	}
+	if err := req.WriteFiles.PutData(blobs); err != nil {
+		return errdefs.InvalidArgument("%v", err)
+	}
+	return nil
+}
+
 // dispatch runs one op. A non-nil stream func runs after the response was
 // written and owns the stream from then on (it must close it).
 func (s *Server) dispatch(ctx context.Context, sess *session, st *yamux.Stream, req *proto.Request) (*proto.Response, func(), error) {
@@ -385,7 +430,7 @@ func (s *Server) dispatch(ctx context.Context, sess *session, st *yamux.Stream, 
 	case proto.OpHello:
 		return &proto.Response{Hello: &proto.HelloResponse{
 			Version: proto.Version, PID: os.Getpid(), StartedAt: s.startedAt, Hostname: s.hostname,
-			FDHandoff: true, Fencing: true, Watch: true,
+			FDHandoff: true, Fencing: true, Watch: true, RawData: true,
 		}}, nil, nil
 	case proto.OpReadFile:
 		if req.ReadFile == nil {

@@ -30,7 +30,9 @@ func WriteFrame(w io.Writer, v any) error {
 }
 
 // ReadFrame reads one frame into v. A frame over MaxFrame is refused before
-// its body is read; a body that is not valid JSON for v is a decode error.
+// its body is read, and a long body is allocated as it arrives, so a
+// corrupt length costs no more memory than the bytes that follow it; a
+// body that is not valid JSON for v is a decode error.
 func ReadFrame(r io.Reader, v any) error {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -40,11 +42,8 @@ func ReadFrame(r io.Reader, v any) error {
 	if n > MaxFrame {
 		return fmt.Errorf("%w: %d bytes announced, cap %d", ErrFrameTooLarge, n, MaxFrame)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	body, err := readBody(r, int(n))
+	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(body, v); err != nil {

@@ -8,7 +8,9 @@
 // JSON document (at most MaxFrame bytes). For the streaming ops (OpAttach,
 // OpDial) the stream carries raw bytes after the response frame; after
 // OpWatch's it carries frames both ways: WatchEvent from the agent,
-// WatchControl from sandboxd.
+// WatchControl from sandboxd. With Request.Raw (when the daemon
+// advertises HelloResponse.RawData) file data travels as raw frames
+// after the JSON frame instead of base64 inside it (raw.go).
 //
 // File paths in requests are confined by the agent to Root: a path that is
 // relative is taken from Root, an absolute one must lie inside it, and a
@@ -51,7 +53,15 @@ const (
 // Request is the first frame of every stream. Exactly one of the pointer
 // fields matching Op is set.
 type Request struct {
-	Op         Op                 `json:"op"`
+	Op Op `json:"op"`
+	// Raw moves file data out of JSON into raw frames (raw.go), for a
+	// daemon that advertises HelloResponse.RawData: a write_files request
+	// frame is followed by one raw frame per file, in order (empty for a
+	// delete), and the answer to a read_file (one frame) or read_files
+	// (one per file, empty when skipped) is, unless it is an error. Each
+	// message's raw frames end with a RawEnd frame, and its JSON leaves
+	// the data fields empty. Other ops ignore it.
+	Raw        bool               `json:"raw,omitempty"`
 	ReadFile   *ReadFileRequest   `json:"read_file,omitempty"`
 	ReadFiles  *ReadFilesRequest  `json:"read_files,omitempty"`
 	WriteFiles *WriteFilesRequest `json:"write_files,omitempty"`
@@ -110,6 +120,10 @@ type HelloResponse struct {
 	// Watch says the daemon takes OpWatch; with an older one sandboxd
 	// relies on the mtime checks it makes at each call.
 	Watch bool `json:"watch,omitempty"`
+	// RawData says the daemon takes Request.Raw. An older daemon would
+	// ignore the field and answer in JSON, so the client sets it only
+	// when this is set.
+	RawData bool `json:"raw_data,omitempty"`
 }
 
 // HandoffByte opens a connection that hands over descriptors; a yamux
