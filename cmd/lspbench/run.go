@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/bench"
+	"github.com/sandboxd/sandboxd/internal/txtar"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/lsp"
@@ -84,7 +85,7 @@ func run(ctx context.Context, n, fresh, edits int, out, image string, smoke bool
 		return err
 	}
 	defer peer.close()
-	fixture, err := readTxtar("tools/lsp/testdata/go.txtar")
+	fixture, err := txtar.ReadFile("tools/lsp/testdata/go.txtar")
 	if err != nil {
 		return err
 	}

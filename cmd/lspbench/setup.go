@@ -4,17 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/api/client"
+	"github.com/sandboxd/sandboxd/internal/txtar"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
@@ -127,7 +126,7 @@ func (st *stack) sandbox(ctx context.Context, conv string) (sandbox.Info, error)
 	if err != nil {
 		return info, err
 	}
-	fixture, err := readTxtar("tools/lsp/testdata/go.txtar")
+	fixture, err := txtar.ReadFile("tools/lsp/testdata/go.txtar")
 	if err != nil {
 		return info, err
 	}
@@ -136,35 +135,6 @@ func (st *stack) sandbox(ctx context.Context, conv string) (sandbox.Info, error)
 		ws = append(ws, proto.WriteFile{Path: path.Join(info.Workspace, name), Data: []byte(data), MkdirAll: true})
 	}
 	return info, ag.WriteFiles(ctx, &proto.WriteFilesRequest{Root: info.Workspace, Files: ws})
-}
-
-// readTxtar parses a txtar archive: "-- name --" lines start files.
-func readTxtar(file string) (map[string]string, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("%w (run lspbench from the repository root)", err)
-	}
-	out := map[string]string{}
-	cur := ""
-	var b strings.Builder
-	for _, line := range strings.SplitAfter(string(data), "\n") {
-		trim := strings.TrimRight(line, "\n")
-		if strings.HasPrefix(trim, "-- ") && strings.HasSuffix(trim, " --") && len(trim) > 6 {
-			if cur != "" {
-				out[cur] = b.String()
-			}
-			b.Reset()
-			cur = strings.TrimSpace(trim[3 : len(trim)-3])
-			continue
-		}
-		if cur != "" {
-			b.WriteString(line)
-		}
-	}
-	if cur != "" {
-		out[cur] = b.String()
-	}
-	return out, nil
 }
 
 func randHex(n int) string {

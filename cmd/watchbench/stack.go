@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/internal/txtar"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
@@ -83,7 +83,7 @@ func (st *stack) sandbox(ctx context.Context, conv, fixture string) (*agent.Clie
 	if fixture == "" {
 		return ag, info, nil
 	}
-	files, err := readTxtar(fixture)
+	files, err := txtar.ReadFile(fixture)
 	if err != nil {
 		return nil, info, err
 	}
@@ -104,35 +104,6 @@ func sh(ctx context.Context, ag *agent.Client, dir, script string, timeout time.
 		return "", fmt.Errorf("%q: exit %d (timed out %v): %s %s", script, res.ExitCode, res.TimedOut, res.Stdout, res.Stderr)
 	}
 	return string(res.Stdout), nil
-}
-
-// readTxtar parses a txtar archive: "-- name --" lines start files.
-func readTxtar(file string) (map[string]string, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("%w (run watchbench from the repository root)", err)
-	}
-	out := map[string]string{}
-	cur := ""
-	var b strings.Builder
-	for _, line := range strings.SplitAfter(string(data), "\n") {
-		trim := strings.TrimRight(line, "\n")
-		if strings.HasPrefix(trim, "-- ") && strings.HasSuffix(trim, " --") && len(trim) > 6 {
-			if cur != "" {
-				out[cur] = b.String()
-			}
-			b.Reset()
-			cur = strings.TrimSpace(trim[3 : len(trim)-3])
-			continue
-		}
-		if cur != "" {
-			b.WriteString(line)
-		}
-	}
-	if cur != "" {
-		out[cur] = b.String()
-	}
-	return out, nil
 }
 
 func randHex(n int) string {

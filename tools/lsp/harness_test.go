@@ -4,11 +4,11 @@ import (
 	"context"
 	"os"
 	"path"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/internal/txtar"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
@@ -68,7 +68,11 @@ func newBox(t *testing.T, fixtures []string, opts ...lsp.Option) *box {
 	bx.conn = &tools.SandboxConn{ID: info.ID, Backend: "docker", Workspace: info.Workspace, Agent: client}
 	var writes []proto.WriteFile
 	for _, f := range fixtures {
-		for name, data := range readTxtar(t, f) {
+		files, err := txtar.ReadFile("testdata/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, data := range files {
 			writes = append(writes, proto.WriteFile{Path: path.Join(info.Workspace, name), Data: []byte(data), MkdirAll: true})
 		}
 	}
@@ -94,37 +98,6 @@ func newBox(t *testing.T, fixtures []string, opts ...lsp.Option) *box {
 	}
 	bx.env.AfterWrite = bx.lsp.AfterWrite(bx.env)
 	return bx
-}
-
-// readTxtar parses a txtar archive in testdata: "-- name --" lines start files.
-func readTxtar(t *testing.T, name string) map[string]string {
-	t.Helper()
-	data, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	cur := ""
-	var b strings.Builder
-	flush := func() {
-		if cur != "" {
-			out[cur] = b.String()
-		}
-		b.Reset()
-	}
-	for _, line := range strings.SplitAfter(string(data), "\n") {
-		trim := strings.TrimRight(line, "\n")
-		if strings.HasPrefix(trim, "-- ") && strings.HasSuffix(trim, " --") && len(trim) > 6 {
-			flush()
-			cur = strings.TrimSpace(trim[3 : len(trim)-3])
-			continue
-		}
-		if cur != "" {
-			b.WriteString(line)
-		}
-	}
-	flush()
-	return out
 }
 
 func (bx *box) call(name string, args map[string]any) (string, bool) {
