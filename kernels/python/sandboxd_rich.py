@@ -64,8 +64,11 @@ def reduce_bundle(raw, plain, plain_is_default):
     for mime in ("image/png", "image/jpeg"):
         data = raw.get(mime)
         if isinstance(data, str):
-            if _is_base64(data):
-                out[mime] = data
+            # Jupyter's bundles carry binary data as base64 text, which
+            # IPython wraps in lines (IPython 8's Image ends with "\n").
+            packed = "".join(data.split())
+            if _is_base64(packed):
+                out[mime] = packed
                 continue
             data = data.encode("latin-1", "replace")
         if isinstance(data, (bytes, bytearray)) and data:

@@ -41,6 +41,7 @@ func suite(t *testing.T, b *box) {
 		{"python/reset", pyReset},
 		{"python/output_capped", func(t *testing.T, b *box) { capped(t, b, "python", `print("x" * 1_000_000); print("END")`) }},
 		{"python/ipython_display", pyIPythonDisplay},
+		{"python/ipython_display_stand_in", pyIPythonStandIn},
 		{"python/repr_methods", pyReprs},
 		{"python/pil_images", pyPIL},
 		{"python/tracebacks_user_frames_only", pyTracebacks},

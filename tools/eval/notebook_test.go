@@ -67,6 +67,41 @@ func noInternals(t *testing.T, msg string, extra ...string) {
 }
 
 func pyIPythonDisplay(t *testing.T, b *box) {
+	ipythonDisplayWorks(t, b)
+	// A real IPython (here a stand-in earlier on sys.path) is never shadowed.
+	b.writeFile("realipy/IPython/__init__.py", []byte("REAL = True\n"))
+	if got := b.ok("python", "import sys\nfor m in [m for m in sys.modules if m == 'IPython' or m.startswith('IPython.')]:\n    del sys.modules[m]\nsys.path.insert(0, 'realipy')\nimport IPython\nIPython.REAL"); got != "True" {
+		t.Fatalf("an installed IPython was shadowed: %q", got)
+	}
+}
+
+// hideIPython makes an installed IPython unimportable in the kernel, so the
+// stand-in answers, as on a machine without IPython (the sandbox image has
+// one, with ipykernel).
+const hideIPython = `import sys
+_shim = next(f for f in sys.meta_path if type(f).__name__ == 'ShimFinder')
+class _HideIPython:
+    def find_spec(self, name, path=None, target=None):
+        if name == 'IPython' or name.startswith('IPython.'):
+            return _shim.find_spec(name, path, target)
+        return None
+sys.meta_path.insert(0, _HideIPython())
+for m in [m for m in sys.modules if m == 'IPython' or m.startswith('IPython.')]:
+    del sys.modules[m]
+import IPython
+getattr(IPython, '__sandboxd_shim__', False)`
+
+// pyIPythonStandIn: the same notebook code where IPython is not installed
+// runs on the kernel's stand-in; a reset leaves the kernel as it was.
+func pyIPythonStandIn(t *testing.T, b *box) {
+	if r := b.evalIn(b.env, "python", hideIPython, map[string]any{"reset": true}); r.IsError || text(r) != "True" {
+		t.Fatalf("hiding IPython: %+v", r)
+	}
+	ipythonDisplayWorks(t, b)
+	b.evalIn(b.env, "python", "1", map[string]any{"reset": true})
+}
+
+func ipythonDisplayWorks(t *testing.T, b *box) {
 	got := b.ok("python", "from IPython.display import display, Markdown\ndisplay(Markdown('**hi**'))")
 	if got != "**hi**" {
 		t.Fatalf("display(Markdown('**hi**')) showed %q", got)
@@ -103,11 +138,6 @@ func pyIPythonDisplay(t *testing.T, b *box) {
 	b.ok("python", "get_ipython().run_line_magic('matplotlib', 'inline')\nget_ipython().events.register('post_execute', lambda: None)")
 	if got := b.ok("python", "get_ipython().user_ns is globals()"); got != "True" {
 		t.Fatalf("user_ns is not the cell's namespace: %q", got)
-	}
-	// A real IPython (here a stand-in earlier on sys.path) is never shadowed.
-	b.writeFile("realipy/IPython/__init__.py", []byte("REAL = True\n"))
-	if got := b.ok("python", "import sys\nfor m in [m for m in sys.modules if m == 'IPython' or m.startswith('IPython.')]:\n    del sys.modules[m]\nsys.path.insert(0, 'realipy')\nimport IPython\nIPython.REAL"); got != "True" {
-		t.Fatalf("an installed IPython was shadowed: %q", got)
 	}
 }
 
