@@ -66,8 +66,8 @@ type callOutcome struct {
 // events while it runs, a `: heartbeat` comment while it is silent, and one
 // `result` event with the exact JSON a plain call answers (or one `error`
 // event, see StreamError). Nothing is written until the first event, so a
-// call that fails at once (a tool the run does not see) still answers a
-// real HTTP status.
+// call that fails before it streamed anything (a tool the run does not
+// see) still answers a real HTTP status.
 //
 // The call runs on a goroutine of its own with the request's context, as a
 // plain call does: a client that disconnects ends the call as it would end
@@ -112,15 +112,13 @@ func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, env *tools.E
 	}
 }
 
-// finishStream answers the call's outcome: as a plain call would when
-// nothing was streamed yet, else as the stream's last event.
+// finishStream answers the call's outcome as the stream's last event. An
+// error before anything was streamed keeps its real HTTP status and plain
+// body; a result is always the `result` event a client asking for a
+// stream waits for, even from a call that printed nothing.
 func (s *Server) finishStream(sw *sseWriter, r *http.Request, out callOutcome) error {
-	if !sw.committed {
-		if out.err != nil {
-			return out.err
-		}
-		writeJSON(sw.w, http.StatusOK, normalized(out.res))
-		return nil
+	if !sw.committed && out.err != nil {
+		return out.err
 	}
 	if out.err != nil {
 		status := StatusOf(out.err)

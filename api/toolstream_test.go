@@ -329,3 +329,36 @@ func TestStreamedCallSlowClient(t *testing.T) {
 		t.Fatalf("%d of %d bytes shown, %d drop markers, result %q", shown, 128*len(chunk), markers, result)
 	}
 }
+
+// TestStreamedQuickCallIsAStream: a call that ends before it printed
+// anything or heartbeat still answers the stream asked for, its result as
+// the one result event.
+func TestStreamedQuickCallIsAStream(t *testing.T) {
+	quick := &testTool{spec: tools.Spec{Name: "quick", Description: "answers at once"},
+		call: func(ctx context.Context, env *tools.Env, args json.RawMessage) (tools.Result, error) {
+			return tools.Text("at once"), nil
+		}}
+	h, run := streamHarness(t, registryWith(quick))
+	resp := streamPost(t, context.Background(), h, run, "quick", `{}`)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("quick streamed call: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	rd := newSSEReader(resp.Body)
+	var names []string
+	result := ""
+	for {
+		ev, ok := rd.next()
+		if !ok {
+			break
+		}
+		if ev.name != "" {
+			names = append(names, ev.name)
+		}
+		if ev.name == EventResult {
+			result = ev.data
+		}
+	}
+	if len(names) != 1 || result != `{"content":[{"type":"text","text":"at once"}],"is_error":false}` {
+		t.Fatalf("events %q, result %s; want one result event", names, result)
+	}
+}
