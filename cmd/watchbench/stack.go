@@ -11,10 +11,10 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/bench"
 	"github.com/sandboxd/sandboxd/internal/txtar"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
-	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
 )
 
 // stack is a sandbox manager on the Docker backend.
@@ -32,25 +32,12 @@ func newStack(ctx context.Context, image string) (*stack, error) {
 		return nil, err
 	}
 	st := &stack{image: image, tenant: "watchbench-" + randHex(3), cleanup: []func(){func() { os.RemoveAll(dir) }}}
-	agentBin := os.Getenv("SANDBOXD_AGENT_BIN")
-	if agentBin == "" {
-		if agentBin, err = sandboxtest.BuildAgent(dir); err != nil {
-			st.close()
-			return nil, err
-		}
-	}
-	st.backend, err = docker.New(docker.WithAgentBinary(agentBin), docker.WithDefaultImage(image))
-	if err != nil {
+	var stop func()
+	if st.backend, st.mgr, stop, err = bench.DockerManager(ctx, dir, image); err != nil {
 		st.close()
 		return nil, err
 	}
-	st.cleanup = append(st.cleanup, func() { st.backend.Close() })
-	st.mgr = sandbox.NewManager(st.backend)
-	if err := st.mgr.Start(ctx); err != nil {
-		st.close()
-		return nil, err
-	}
-	st.cleanup = append(st.cleanup, func() { st.mgr.Close() })
+	st.cleanup = append(st.cleanup, stop)
 	return st, nil
 }
 
