@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"sync"
 
 	"github.com/sandboxd/sandboxd/errdefs"
 )
@@ -49,14 +52,33 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 
 // writeJSON answers with v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	buf := answerBufs.Get().(*bytes.Buffer)
+	defer putAnswerBuf(buf)
+	buf.Reset()
+	// Encode writes json.Marshal's bytes and a newline.
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		// Only a bug gets here: every answer type marshals.
 		status = http.StatusInternalServerError
-		b = []byte(`{"error":{"code":"internal","message":"the answer could not be encoded; this is a bug in sandboxd"}}`)
+		buf.Reset()
+		buf.WriteString(`{"error":{"code":"internal","message":"the answer could not be encoded; this is a bug in sandboxd"}}` + "\n")
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	// A known length spares the answer chunked encoding.
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(buf.Bytes())
+}
+
+// answerBufs holds the buffers answers are encoded into; buffers that grew
+// past maxPooledAnswer are left to the collector rather than kept.
+var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledAnswer = 256 << 10
+
+func putAnswerBuf(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledAnswer {
+		answerBufs.Put(b)
+	}
 }

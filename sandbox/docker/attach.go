@@ -10,7 +10,6 @@ import (
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/sandbox/internal/logcap"
@@ -104,39 +103,24 @@ func (b *Backend) adopt(ctx context.Context, cid string) (string, error) {
 	return dst, nil
 }
 
-// execPipe is the attach exec's stdio. Its goroutine demultiplexes the
-// engine's stream into stdout (read by the session) and stderr (logged); it
-// ends when the hijacked connection closes. Close closes the connection and
-// waits for it.
+// execPipe is the attach exec's stdio: reads demultiplex the engine's
+// stream in the reader's goroutine (stdout returned, stderr logged), writes
+// go to the hijacked connection. It starts no goroutine; Close closes the
+// connection, which ends a Read in progress.
 type execPipe struct {
 	resp   types.HijackedResponse
-	out    *io.PipeReader
-	done   chan struct{}
+	out    *demuxReader
 	closed sync.Once
 }
 
 func newExecPipe(resp types.HijackedResponse, stderr io.Writer) *execPipe {
-	pr, pw := io.Pipe()
-	p := &execPipe{resp: resp, out: pr, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		_, err := stdcopy.StdCopy(pw, stderr, resp.Reader)
-		if err == nil {
-			err = io.EOF
-		}
-		pw.CloseWithError(err)
-	}()
-	return p
+	return &execPipe{resp: resp, out: newDemuxReader(resp.Reader, stderr)}
 }
 
 func (p *execPipe) Read(b []byte) (int, error)  { return p.out.Read(b) }
 func (p *execPipe) Write(b []byte) (int, error) { return p.resp.Conn.Write(b) }
 
 func (p *execPipe) Close() error {
-	p.closed.Do(func() {
-		p.resp.Close()
-		p.out.CloseWithError(io.ErrClosedPipe)
-	})
-	<-p.done
+	p.closed.Do(p.resp.Close)
 	return nil
 }

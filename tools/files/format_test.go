@@ -103,3 +103,15 @@ func TestFormatExec(t *testing.T) {
 		t.Fatalf("%q", r.Content[0].Text)
 	}
 }
+
+func TestAppendNumberedIsCatN(t *testing.T) {
+	for _, n := range []int{1, 9, 10, 99999, 999999, 1000000, 123456789} {
+		for _, line := range []string{"", "x", "\tindented ünïcode"} {
+			want := fmt.Sprintf("%6d\t%s\n", n, line)
+			got := string(appendNumbered([]byte("prefix"), n, line))
+			if got != "prefix"+want || numberedLen(n, line) != len(want) {
+				t.Errorf("line %d %q: got %q (length %d), want %q", n, line, got, numberedLen(n, line), want)
+			}
+		}
+	}
+}

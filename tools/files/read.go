@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -124,23 +125,27 @@ func formatRead(name string, data []byte, size int64, truncated bool, offset, li
 		}
 		return tools.Error(fmt.Sprintf("offset %d is past the end of %s, which has %d lines; give an offset from 1 to %d.", offset, name, total, total))
 	}
-	var b strings.Builder
 	end := min(offset-1+limit, total)
+	// Sized for the lines and their numbers, so the answer is built in
+	// one allocation: read is the call every conversation makes most.
+	b := make([]byte, 0, min(len(text)+8*(end-offset+1), c.readOutput+64))
 	i := offset - 1
 	for ; i < end; i++ {
 		line := strings.TrimSuffix(strings.TrimSuffix(lines[i], "\n"), "\r")
 		if !utf8.ValidString(line) {
 			line = strings.ToValidUTF8(line, "\uFFFD")
 		}
-		if n := utf8.RuneCountInString(line); n > c.maxLineChars {
-			r := []rune(line)
-			line = string(r[:c.maxLineChars]) + fmt.Sprintf(" [line cut: %d more characters]", n-c.maxLineChars)
+		// More bytes than the cap in characters is the only way to be over it.
+		if len(line) > c.maxLineChars {
+			if n := utf8.RuneCountInString(line); n > c.maxLineChars {
+				r := []rune(line)
+				line = string(r[:c.maxLineChars]) + fmt.Sprintf(" [line cut: %d more characters]", n-c.maxLineChars)
+			}
 		}
-		entry := fmt.Sprintf("%6d\t%s\n", i+1, line)
-		if b.Len() > 0 && b.Len()+len(entry) > c.readOutput {
+		if len(b) > 0 && len(b)+numberedLen(i+1, line) > c.readOutput {
 			break
 		}
-		b.WriteString(entry)
+		b = appendNumbered(b, i+1, line)
 	}
 	var notes []string
 	if rest := total - i; rest > 0 {
@@ -161,7 +166,30 @@ func formatRead(name string, data []byte, size int64, truncated bool, offset, li
 		notes = append(notes, "the file uses CRLF line endings (not shown).")
 	}
 	if len(notes) > 0 {
-		b.WriteString("(" + strings.Join(notes, " ") + ")\n")
+		b = append(b, "("+strings.Join(notes, " ")+")\n"...)
 	}
-	return tools.Text(b.String())
+	return tools.Text(string(b))
+}
+
+// numberedLen is the length of line as appendNumbered writes it.
+func numberedLen(n int, line string) int {
+	digits := 1
+	for v := n; v >= 10; v /= 10 {
+		digits++
+	}
+	return max(digits, 6) + 1 + len(line) + 1
+}
+
+// appendNumbered appends line as cat -n shows it: the number right-aligned
+// in six columns, a tab, the line, a newline (fmt's "%6d\t%s\n").
+func appendNumbered(b []byte, n int, line string) []byte {
+	var num [20]byte
+	d := strconv.AppendInt(num[:0], int64(n), 10)
+	for range 6 - len(d) {
+		b = append(b, ' ')
+	}
+	b = append(b, d...)
+	b = append(b, '\t')
+	b = append(b, line...)
+	return append(b, '\n')
 }
