@@ -279,6 +279,12 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, tenant, run strin
 		h.initialize(w, r, tenant, run, m)
 		return
 	}
+	if m.isRequest() && !served(m.Method) && r.Header.Get(HeaderSession) == "" {
+		// A probe before initialize (a newer revision's server/discover)
+		// learns that the method is not here and falls back to initialize.
+		writeRPC(w, http.StatusOK, h.dispatch(r.Context(), nil, m))
+		return
+	}
 	s, ok := h.session(w, r, tenant, run)
 	if !ok {
 		return

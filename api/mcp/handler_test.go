@@ -170,6 +170,10 @@ func TestSessionHeaders(t *testing.T) {
 	if code, _, body := rg.post("r1", ping); code != 400 || !strings.Contains(body, HeaderSession) {
 		t.Errorf("ping without a session = %d %s", code, body)
 	}
+	// A newer client's probe before initialize learns the method is not here.
+	if code, _, body := rg.post("r1", `{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{}}`); code != 200 || errCode(t, body) != CodeMethodNotFound {
+		t.Errorf("server/discover without a session = %d %s", code, body)
+	}
 	if code, _, body := rg.post("r1", ping, HeaderSession, "nope"); code != 404 {
 		t.Errorf("ping with an unknown session = %d %s", code, body)
 	}

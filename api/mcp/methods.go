@@ -42,8 +42,21 @@ type callResult struct {
 	IsError bool  `json:"isError"`
 }
 
-// dispatch answers one request of a session.
+// served reports whether method is one this endpoint answers.
+func served(method string) bool {
+	switch method {
+	case "initialize", "ping", "tools/list", "tools/call":
+		return true
+	}
+	return false
+}
+
+// dispatch answers one request of a session (s is nil only for a method
+// that is not served).
 func (h *Handler) dispatch(ctx context.Context, s *session, m *message) *response {
+	if !served(m.Method) {
+		return errorOf(m.ID, CodeMethodNotFound, "method "+quoteShort(m.Method)+" is not served here; this server offers initialize, ping, tools/list and tools/call")
+	}
 	switch m.Method {
 	case "ping":
 		return resultOf(m.ID, struct{}{})
@@ -51,10 +64,8 @@ func (h *Handler) dispatch(ctx context.Context, s *session, m *message) *respons
 		return h.list(ctx, s, m)
 	case "tools/call":
 		return h.call(ctx, s, m)
-	case "initialize":
-		return errorOf(m.ID, CodeInvalidRequest, "initialize must not be part of a batch; send it alone")
 	}
-	return errorOf(m.ID, CodeMethodNotFound, "method "+quoteShort(m.Method)+" is not served here; this server offers initialize, ping, tools/list and tools/call")
+	return errorOf(m.ID, CodeInvalidRequest, "initialize must not be part of a batch; send it alone")
 }
 
 func (h *Handler) list(ctx context.Context, s *session, m *message) *response {
