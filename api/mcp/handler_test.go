@@ -373,3 +373,38 @@ func TestBodyCapAndOrigin(t *testing.T) {
 		t.Errorf("a foreign Origin = %d, want 403", code)
 	}
 }
+
+// TestLongCallKeepsItsSession: a call that outlasts the session TTL is not
+// cancelled by the expiry, and the TTL counts again from its end.
+func TestLongCallKeepsItsSession(t *testing.T) {
+	rg := newRig(t, WithSessions(time.Minute, 0, 0))
+	sid := rg.initialize("r1", Version20250618)
+	done := make(chan string, 1)
+	go func() {
+		_, _, body := rg.post("r1", `{"jsonrpc":"2.0","id":"long","method":"tools/call","params":{"name":"block"}}`, HeaderSession, sid)
+		done <- body
+	}()
+	select {
+	case <-rg.runs.blocked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not start")
+	}
+	rg.advance(time.Hour)
+	rg.initialize("r2", Version20250618) // sweeps
+	select {
+	case body := <-done:
+		t.Fatalf("the sweep ended a call under way: %s", body)
+	default:
+	}
+	if code, _, _ := rg.post("r1", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"long"}}`, HeaderSession, sid); code != 202 {
+		t.Fatalf("the busy session expired: %d", code)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not end")
+	}
+	if code, _, _ := rg.post("r1", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, HeaderSession, sid); code != 200 {
+		t.Errorf("ping right after the long call = %d", code)
+	}
+}

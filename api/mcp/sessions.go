@@ -57,9 +57,11 @@ func (t *sessionTable) create(tenant, run, version string) (*session, error) {
 	s.lastUsed = now
 	t.sweepLocked(now)
 	if of := t.byRun[run]; len(of) >= t.maxPerRun {
+		// The least recently used, one with no call under way if there is.
 		var oldest *session
 		for _, o := range of {
-			if oldest == nil || o.lastUsed.Before(oldest.lastUsed) {
+			busy, oldBusy := len(o.calls) > 0, oldest != nil && len(oldest.calls) > 0
+			if oldest == nil || oldBusy && !busy || busy == oldBusy && o.lastUsed.Before(oldest.lastUsed) {
 				oldest = o
 			}
 		}
@@ -86,7 +88,7 @@ func (t *sessionTable) get(id, tenant, run string) (*session, bool) {
 		return nil, false
 	}
 	now := t.now()
-	if now.Sub(s.lastUsed) >= t.ttl {
+	if t.expiredLocked(s, now) {
 		t.removeLocked(s)
 		return nil, false
 	}
@@ -132,6 +134,7 @@ func (t *sessionTable) track(s *session, reqID string, cancel context.CancelFunc
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		delete(s.calls, reqID)
+		s.lastUsed = t.now() // the TTL counts from the call's end
 	}
 }
 
@@ -146,10 +149,17 @@ func (t *sessionTable) cancel(s *session, reqID string) {
 
 func (t *sessionTable) sweepLocked(now time.Time) {
 	for _, s := range t.byID {
-		if now.Sub(s.lastUsed) >= t.ttl {
+		if t.expiredLocked(s, now) {
 			t.removeLocked(s)
 		}
 	}
+}
+
+// expiredLocked reports whether s has gone unused for the TTL. A session
+// with a call under way (a long command, a wait for a human's approval) is
+// in use until the call ends.
+func (t *sessionTable) expiredLocked(s *session, now time.Time) bool {
+	return len(s.calls) == 0 && now.Sub(s.lastUsed) >= t.ttl
 }
 
 func (t *sessionTable) removeLocked(s *session) {
