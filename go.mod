@@ -14,9 +14,14 @@ require (
 
 require (
 	github.com/fsnotify/fsnotify v1.10.1 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/moby/sys/atomicwriter v0.1.0 // indirect
+	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/morikuni/aec v1.1.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
 )
 

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"path"
@@ -160,12 +161,26 @@ func within(p, root string) bool {
 }
 
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, tenant string) error {
-	_, env, err := s.pathRunEnv(r, tenant)
+	specs, err := s.runTools(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, nonNil(s.tools.Visible(env)))
+	writeJSON(w, http.StatusOK, specs)
 	return nil
+}
+
+// runTools lists the tools the tenant's run sees now: GET
+// /v1/runs/{id}/tools and the MCP endpoint's tools/list.
+func (s *Server) runTools(ctx context.Context, tenant, id string) ([]tools.Spec, error) {
+	run, err := s.runs.Get(tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	env, err := s.env(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	return nonNil(s.tools.Visible(env)), nil
 }
 
 func (s *Server) callTool(w http.ResponseWriter, r *http.Request, tenant string) error {
@@ -177,25 +192,53 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, tenant string)
 	if err != nil {
 		return err
 	}
-	// An empty body means no arguments; anything else must be one object.
-	if len(strings.TrimSpace(string(body))) == 0 {
-		body = []byte("{}")
-	} else if err := checkObject(body); err != nil {
-		return err
-	}
-	env, err := s.env(r.Context(), run)
+	env, args, err := s.prepareCall(r.Context(), run, body)
 	if err != nil {
 		return err
 	}
 	if wantsStream(r) {
-		return s.streamCall(w, r, env, r.PathValue("name"), body)
+		return s.streamCall(w, r, env, r.PathValue("name"), args)
 	}
-	res, err := s.tools.Call(r.Context(), env, r.PathValue("name"), body)
+	res, err := s.tools.Call(r.Context(), env, r.PathValue("name"), args)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, normalized(res))
 	return nil
+}
+
+// runCall calls a tool of the tenant's run as POST
+// /v1/runs/{id}/tools/{name} does without a stream: the MCP endpoint's
+// tools/call.
+func (s *Server) runCall(ctx context.Context, tenant, id, name string, body json.RawMessage) (tools.Result, error) {
+	run, err := s.runs.Get(tenant, id)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	env, args, err := s.prepareCall(ctx, run, body)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	res, err := s.tools.Call(ctx, env, name, args)
+	return normalized(res), err
+}
+
+// prepareCall checks a call's arguments and builds the environment its
+// tool sees (the env hooks complete it: diagnostics on write and the
+// like); the registry then applies levels, the approval gate and the
+// schema. An empty body means no arguments; anything else must be one
+// object.
+func (s *Server) prepareCall(ctx context.Context, run tools.Run, body []byte) (*tools.Env, json.RawMessage, error) {
+	if len(strings.TrimSpace(string(body))) == 0 {
+		body = []byte("{}")
+	} else if err := checkObject(body); err != nil {
+		return nil, nil, err
+	}
+	env, err := s.env(ctx, run)
+	if err != nil {
+		return nil, nil, err
+	}
+	return env, body, nil
 }
 
 // listRuns lists the tenant's live runs (without their tool lists, which
@@ -216,6 +259,7 @@ func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request, tenant string
 	if err := s.runs.Delete(tenant, r.PathValue("id")); err != nil {
 		return err
 	}
+	s.mcp.DropRun(r.PathValue("id"))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/api/mcp"
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
@@ -83,6 +84,7 @@ type Server struct {
 	questions   Questions
 	runTokens   *RunTokens
 	onBuilt     []func(http.Handler)
+	mcp         *mcp.Handler // /v1/runs/{id}/mcp
 
 	streamHeartbeat time.Duration // comment interval of a silent streamed call
 	streamMax       int64         // live text one streamed call shows at most
@@ -166,6 +168,7 @@ func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Ser
 	if s.runs == nil {
 		s.runs = NewRunStore()
 	}
+	s.mcp = s.newMCP()
 	s.handler = s.middleware(s.routes())
 	for _, f := range s.onBuilt {
 		f(s)
@@ -194,6 +197,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/runs/{id}", s.runAuthed(s.getRun))
 	mux.Handle("GET /v1/runs/{id}/tools", s.runAuthed(s.listTools))
 	mux.Handle("POST /v1/runs/{id}/tools/{name}", s.runAuthed(s.callTool))
+	mux.Handle("/v1/runs/{id}/mcp", s.runAuthed(s.serveMCP))
 	mux.Handle("DELETE /v1/runs/{id}", s.authed(s.deleteRun))
 
 	mux.Handle("GET /v1/spaces/{space}/questions", s.authed(s.listQuestions))

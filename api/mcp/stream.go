@@ -1,0 +1,61 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// stream answers a POST as an SSE stream, for a client that accepts only
+// that: a `: heartbeat` comment while the answer is pending (so proxies
+// keep the connection and a gone client is noticed), then one `message`
+// event with the answer, and the stream ends. The answer is computed on a
+// goroutine of its own with the request's context, so a client that goes
+// away ends its calls as it would end a plain POST's; the handler waits for
+// it in every case.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, answer func(ctx context.Context) any) {
+	done := make(chan any, 1)
+	go func() { done <- answer(r.Context()) }()
+
+	rc := http.NewResponseController(w)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	failed := false
+	send := func(b []byte) {
+		if failed {
+			return
+		}
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		if _, err := w.Write(b); err != nil || rc.Flush() != nil {
+			failed = true
+		}
+	}
+	defer func() {
+		if !failed {
+			rc.SetWriteDeadline(time.Time{})
+		}
+	}()
+	send([]byte(": stream open\n\n"))
+	tick := time.NewTicker(h.heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			send([]byte(": heartbeat\n\n"))
+		case v := <-done:
+			if v == nil {
+				return // only notifications: nothing to answer
+			}
+			b, err := json.Marshal(v)
+			if err != nil {
+				b = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"the answer could not be encoded; this is a bug in sandboxd"}}`)
+			}
+			send(append(append([]byte("event: message\ndata: "), b...), '\n', '\n'))
+			return
+		}
+	}
+}
