@@ -183,7 +183,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		api.WithToolStream(cfg.Limits.StreamHeartbeat.D(), cfg.Limits.MaxStreamBytes),
 		api.WithEnvHooks(w.envHooks...), api.WithReadyNotes(mgr.PoolProblems),
 	}, w.apiOpts...)
-	var handler http.Handler = api.New(mgr, registry, auth, apiOpts...)
+	srv := api.New(mgr, registry, auth, apiOpts...)
+	// A run that expires or ends with its parent drops its MCP sessions at
+	// once, not on their next use.
+	w.runEnd = append(w.runEnd, func(r tools.Run) { srv.EndMCPSessions(r.ID) })
+	var handler http.Handler = srv
 	if rep != nil {
 		handler = rep.handler(handler, runs, backend, auth, cfg, log)
 	}
