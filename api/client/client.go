@@ -161,7 +161,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any, want int
 		return errdefs.Unavailable("sandboxd at %s does not answer: %v; check that it runs and the address is right", c.base, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	data, err := readAnswer(resp)
 	if err != nil {
 		return errdefs.Unavailable("%s %s: the answer was cut off: %v", method, path, err)
 	}
@@ -178,6 +178,17 @@ func (c *Client) do(ctx context.Context, method, path string, body any, want int
 		return errdefs.Internal("%s %s: the answer is not the expected JSON: %v", method, path, err)
 	}
 	return nil
+}
+
+// readAnswer reads at most maxAnswer+1 bytes of resp's body, in one
+// allocation when the answer says its length.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n >= 0 && n <= maxAnswer {
+		data := make([]byte, n)
+		_, err := io.ReadFull(resp.Body, data)
+		return data, err
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 }
 
 // decodeError rebuilds the server's error class; a body that is not ours

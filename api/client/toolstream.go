@@ -47,7 +47,7 @@ func (c *Client) CallToolStream(ctx context.Context, runID, tool string, args js
 	defer resp.Body.Close()
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		// Answered before anything was streamed: exactly a plain call's answer.
-		data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+		data, err := readAnswer(resp)
 		if err != nil {
 			return api.ToolResult{}, errdefs.Unavailable("POST %s: the answer was cut off: %v", path, err)
 		}
