@@ -174,7 +174,7 @@ func TestNameCollision(t *testing.T) {
 		A string `json:"a"`
 	}
 	type wrap struct {
-		Mine  Option          `json:"mine"`
+		Mine  Option         `json:"mine"`
 		Other openapi.Schema `json:"other"`
 	}
 	doc := build(t, openapi.Spec{Info: openapi.Info{Title: "t", Version: "1"}, Routes: []openapi.Route{
