@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api/client"
+	"github.com/sandboxd/sandboxd/api/openapi/openapitest"
 )
 
 // bins holds the binaries under test: SANDBOXD_BIN / SANDBOXD_AGENT_BIN
@@ -57,6 +59,10 @@ func runMain(m *testing.M) int {
 			}
 		}
 	}
+	// Every client that leaves its transport unset (the Go client, and
+	// http.DefaultClient) goes through the contract check.
+	contract.base = http.DefaultTransport
+	http.DefaultTransport = contract
 	return m.Run()
 }
 
@@ -73,6 +79,9 @@ type daemon struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	logs *capBuffer
+
+	mu       sync.Mutex // guards problems
+	problems []string   // answers that did not fit the OpenAPI document
 }
 
 // startDaemon starts sandboxd on a free loopback port with the given
@@ -82,6 +91,7 @@ func startDaemon(t *testing.T, backend, dataDir string, extra ...string) *daemon
 	d := &daemon{t: t, backend: backend, dataDir: dataDir, args: extra}
 	d.start()
 	t.Cleanup(d.stop)
+	t.Cleanup(d.reportContract)
 	return d
 }
 
@@ -141,6 +151,95 @@ func (d *daemon) start() {
 		defer cancel()
 		return d.Client.Readyz(ctx)
 	})
+	if err := contract.watch(d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// contract checks every /v1 answer that a daemon of this process gives
+// against the OpenAPI document (GET /v1/openapi.json) the first daemon
+// served, and charges each mismatch to the daemon's test. It is the
+// process's http.DefaultTransport, so the calls tests make with the Go
+// client or http.DefaultClient are all checked without asking for it;
+// answers of other servers pass untouched.
+var contract = &contractCheck{daemons: map[string]*daemon{}}
+
+type contractCheck struct {
+	base http.RoundTripper
+
+	mu      sync.Mutex           // guards checker and daemons
+	checker *openapitest.Checker // nil until the first daemon served its document
+	daemons map[string]*daemon   // by host:port
+}
+
+var _ http.RoundTripper = (*contractCheck)(nil)
+
+// watch starts checking d's answers, fetching the document first if no
+// daemon has yet.
+func (c *contractCheck) watch(d *daemon) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.checker == nil {
+		chk, err := fetchContract(c.base, d.URL)
+		if err != nil {
+			return err
+		}
+		c.checker = chk
+	}
+	host := strings.TrimPrefix(strings.TrimPrefix(d.URL, "http://"), "https://")
+	c.daemons[strings.TrimSuffix(host, "/")] = d
+	return nil
+}
+
+// fetchContract reads the daemon's OpenAPI document, without a token.
+func fetchContract(rt http.RoundTripper, url string) (*openapitest.Checker, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+"/v1/openapi.json", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{Transport: rt}).Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET /v1/openapi.json: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET /v1/openapi.json: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		return nil, fmt.Errorf("GET /v1/openapi.json answered %d (%s): %.500s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	return openapitest.New(b)
+}
+
+func (c *contractCheck) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	chk, d := c.checker, c.daemons[req.URL.Host]
+	c.mu.Unlock()
+	if chk == nil || d == nil {
+		return c.base.RoundTrip(req)
+	}
+	return chk.Transport(c.base, "/v1/", d.contractProblem).RoundTrip(req)
+}
+
+// contractProblem records an answer that did not fit the document.
+func (d *daemon) contractProblem(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.problems) < 50 {
+		d.problems = append(d.problems, err.Error())
+	}
+}
+
+// reportContract fails the test with every answer that did not fit.
+func (d *daemon) reportContract() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.problems {
+		d.t.Errorf("the API answered outside its OpenAPI document (GET /v1/openapi.json): %s", p)
+	}
 }
 
 // restart stops the daemon (SIGTERM, as an operator would) and starts it
