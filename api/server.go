@@ -81,6 +81,7 @@ type Server struct {
 	bodyTimeout time.Duration
 	envHooks    []EnvHook
 	questions   Questions
+	calls       Calls // the call recorder (WithCalls); nil: GET /v1/runs/{id}/calls answers 503
 	runTokens   *RunTokens
 	onBuilt     []func(http.Handler)
 
@@ -188,16 +189,19 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/sandboxes", s.authed(s.listSandboxes))
 	mux.Handle("GET /v1/sandboxes/{id}", s.authed(s.getSandbox))
 	mux.Handle("DELETE /v1/sandboxes/{id}", s.authed(s.deleteSandbox))
+	mux.Handle("GET /v1/sandboxes/{id}/stats", s.authed(s.sandboxStats))
 
 	mux.Handle("POST /v1/runs", s.authed(s.createRun))
 	mux.Handle("GET /v1/runs", s.authed(s.listRuns))
 	mux.Handle("GET /v1/runs/{id}", s.runAuthed(s.getRun))
 	mux.Handle("GET /v1/runs/{id}/tools", s.runAuthed(s.listTools))
 	mux.Handle("POST /v1/runs/{id}/tools/{name}", s.runAuthed(s.callTool))
+	mux.Handle("GET /v1/runs/{id}/calls", s.runAuthed(s.listCalls))
 	mux.Handle("DELETE /v1/runs/{id}", s.authed(s.deleteRun))
 
 	mux.Handle("GET /v1/spaces/{space}/questions", s.authed(s.listQuestions))
 	mux.Handle("POST /v1/questions/{id}/answer", s.authed(s.answerQuestion))
+	mux.Handle("GET /v1/whoami", s.authed(s.whoami))
 
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -206,6 +210,7 @@ func (s *Server) routes() *http.ServeMux {
 	}
 	mux.Handle("GET /ui/", uiHandler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	mux.Handle("GET /favicon.ico", http.RedirectHandler("/ui/favicon.svg", http.StatusMovedPermanently))
 	mux.HandleFunc("/", s.notFound)
 	return mux
 }
