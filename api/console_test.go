@@ -35,6 +35,9 @@ func TestFaviconIsServed(t *testing.T) {
 	if a.status != 200 || !strings.HasPrefix(a.header.Get("Content-Type"), "image/svg+xml") || !strings.Contains(string(a.body), "<svg") {
 		t.Fatalf("favicon: %d %q %.60s", a.status, a.header.Get("Content-Type"), a.body)
 	}
+	if ico := h.do("GET", "/favicon.ico", "", ""); ico.status != 200 || !strings.Contains(string(ico.body), "<svg") {
+		t.Fatalf("/favicon.ico does not lead to the icon: %d", ico.status)
+	}
 	page := h.do("GET", "/ui/", "", "")
 	if !strings.Contains(string(page.body), `href="favicon.svg"`) {
 		t.Fatal("the console's page does not link its favicon")
