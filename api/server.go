@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxd/sandboxd/questions"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/callrec"
 )
 
 // Sandboxes is what the API needs of the sandbox manager. Each method is
@@ -85,6 +86,7 @@ type Server struct {
 	bodyTimeout time.Duration
 	envHooks    []EnvHook
 	questions   Questions
+	calls       Calls // the call recorder (WithCalls); nil: GET /v1/runs/{id}/calls answers 503
 	runTokens   *RunTokens
 	onBuilt     []func(http.Handler)
 	mcp         *mcp.Handler // /v1/runs/{id}/mcp
@@ -194,6 +196,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/sandboxes", s.authed(s.listSandboxes))
 	mux.Handle("GET /v1/sandboxes/{id}", s.authed(s.getSandbox))
 	mux.Handle("DELETE /v1/sandboxes/{id}", s.authed(s.deleteSandbox))
+	mux.Handle("GET /v1/sandboxes/{id}/stats", s.authed(s.sandboxStats))
 
 	mux.Handle("POST /v1/runs", s.authed(s.createRun))
 	mux.Handle("GET /v1/runs", s.authed(s.listRuns))
@@ -205,10 +208,12 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("POST /v1/runs/{id}/mcp", s.runAuthed(s.serveMCP))
 	mux.Handle("GET /v1/runs/{id}/mcp", s.runAuthed(s.serveMCP))
 	mux.Handle("DELETE /v1/runs/{id}/mcp", s.runAuthed(s.serveMCP))
+	mux.Handle("GET /v1/runs/{id}/calls", s.runAuthed(s.listCalls))
 	mux.Handle("DELETE /v1/runs/{id}", s.authed(s.deleteRun))
 
 	mux.Handle("GET /v1/spaces/{space}/questions", s.authed(s.listQuestions))
 	mux.Handle("POST /v1/questions/{id}/answer", s.authed(s.answerQuestion))
+	mux.Handle("GET /v1/whoami", s.authed(s.whoami))
 
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -217,6 +222,7 @@ func (s *Server) routes() *http.ServeMux {
 	}
 	mux.Handle("GET /ui/", uiHandler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	mux.Handle("GET /favicon.ico", http.RedirectHandler("/ui/favicon.svg", http.StatusMovedPermanently))
 	mux.HandleFunc("/", s.notFound)
 	mux.Handle("GET /v1/openapi.json", openAPIHandler(mux))
 	return mux
@@ -321,6 +327,10 @@ func Contract() openapi.Spec {
 				Responses: []openapi.Response{{Status: 200, Body: []Sandbox{}}}, Errors: []int{bad, unauth}},
 			{Method: "GET", Path: "/v1/sandboxes/{id}", ID: "getSandbox", Tags: []string{sb}, Summary: "Get a sandbox.",
 				Responses: []openapi.Response{{Status: 200, Body: Sandbox{}}}, Errors: []int{unauth, missing}},
+			{Method: "GET", Path: "/v1/sandboxes/{id}/stats", ID: "sandboxStats", Tags: []string{sb}, Summary: "A sandbox's state and resource use as the engine reports it.",
+				Responses: []openapi.Response{{Status: 200, Body: SandboxStats{}}}, Errors: []int{unauth, missing, unavail}},
+			{Method: "GET", Path: "/v1/whoami", ID: "whoami", Tags: []string{ops}, Summary: "The tenant the token belongs to.",
+				Responses: []openapi.Response{{Status: 200, Body: WhoAmI{}}}, Errors: []int{unauth}},
 			{Method: "DELETE", Path: "/v1/sandboxes/{id}", ID: "deleteSandbox", Tags: []string{sb}, Summary: "Stop everything in a sandbox and remove it.",
 				Responses: []openapi.Response{{Status: 204, Description: "Removed."}}, Errors: []int{unauth, missing, unavail}},
 
@@ -344,6 +354,13 @@ func Contract() openapi.Spec {
 						{Name: EventError, Data: StreamError{}, Description: "An error after the stream began, with the status a plain call would have had; the last event."},
 					}}},
 				Errors: []int{bad, unauth, missing, precond, unavail, timeout}},
+			{Method: "GET", Path: "/v1/runs/{id}/calls", ID: "listCalls", Tags: []string{runs}, Summary: "The run's recent tool calls, oldest first (the console's live view).",
+				Description: "With Accept: text/event-stream the answer is a stream: the recent calls, then each call as it finishes, one call event each. A reader more than 64 calls behind loses its stream; it reconnects and skips what it has by seq.",
+				Headers:     []openapi.Param{accept},
+				Responses: []openapi.Response{{Status: 200, Body: []callrec.Call{},
+					StreamDesc: "Server-Sent Events: call, with `: heartbeat` comments.",
+					Events:     []openapi.Event{{Name: "call", Data: callrec.Call{}, Description: "A finished call."}}}},
+				Errors: []int{unauth, missing, unavail}},
 			{Method: "DELETE", Path: "/v1/runs/{id}", ID: "deleteRun", Tags: []string{runs}, Summary: "End a run, its children and its workers.",
 				Responses: []openapi.Response{{Status: 204, Description: "Ended."}}, Errors: []int{unauth, missing, unavail}},
 			{Method: "POST", Path: "/v1/runs/{id}/mcp", ID: "mcpPost", Tags: []string{mcpTag}, Summary: "The run's tools over MCP (streamable HTTP).",

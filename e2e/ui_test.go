@@ -137,6 +137,33 @@ func TestConsoleAnswersBlockedQuestion(t *testing.T) {
 			t.Fatalf("card text %q lacks %q", cardText, want)
 		}
 	}
+	// The card reads as body text with a bold heading, not as one big
+	// heading.
+	styles, err := chromedp.Run(tab, chromedp.Evaluate[map[string]float64](`(() => {
+		const cs = (el) => getComputedStyle(el);
+		const card = document.querySelector('#cards .card');
+		const prompt = card.querySelector('.prompt'), desc = card.querySelector('.desc');
+		return {
+			body: parseFloat(cs(document.body).fontSize),
+			card: parseFloat(cs(card).fontSize), cardWeight: Number(cs(card).fontWeight),
+			descWeight: Number(cs(desc).fontWeight),
+			prompt: parseFloat(cs(prompt).fontSize), promptWeight: Number(cs(prompt).fontWeight),
+		};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if styles["card"] != styles["body"] || styles["cardWeight"] != 400 || styles["descWeight"] != 400 {
+		t.Errorf("the question card's text is %vpx weight %v (descriptions weight %v), want the body's %vpx at weight 400",
+			styles["card"], styles["cardWeight"], styles["descWeight"], styles["body"])
+	}
+	if styles["promptWeight"] < 600 || styles["prompt"] <= styles["body"] {
+		t.Errorf("the card's heading is %vpx weight %v, want bold and larger than the body's %vpx", styles["prompt"], styles["promptWeight"], styles["body"])
+	}
+	who, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("#who")))
+	if err != nil || who != "tenant a" {
+		t.Errorf("the header names %q (%v), want tenant a", who, err)
+	}
 	if strings.Contains(href, qTokenA) {
 		t.Fatalf("the token is in the page's URL: %s", href)
 	}
@@ -158,12 +185,20 @@ func TestConsoleAnswersBlockedQuestion(t *testing.T) {
 		"question": "Which checks should block the merge?", "multi_select": true, "allow_free_text": true,
 		"options": []map[string]string{{"label": "unit"}, {"label": "lint"}, {"label": "e2e"}},
 	})
+	if err := chromedp.Do(tab, chromedp.WaitVisible(chromedp.CSS(`#cards .card input.choice[value="3"]`))); err != nil {
+		t.Fatal(err)
+	}
+	// One button sends what the card says: the ticks and the text.
+	sends, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#cards .card button')]
+		.filter((b) => b.offsetParent !== null && /send/i.test(b.textContent)).map((b) => b.textContent)`))
+	if err != nil || len(sends) != 1 || sends[0] != "Send" {
+		t.Fatalf("the multi-select card shows the send buttons %q (%v), want one Send", sends, err)
+	}
 	err = chromedp.Do(tab,
-		chromedp.WaitVisible(chromedp.CSS(`#cards .card input.choice[value="3"]`)),
 		chromedp.Click(chromedp.CSS(`#cards .card input.choice[value="1"]`)),
 		chromedp.Click(chromedp.CSS(`#cards .card input.choice[value="3"]`)),
 		chromedp.SendKeys(chromedp.CSS(`#cards .card .free-text`), "and the benchmarks"),
-		chromedp.Click(chromedp.CSS(`#cards .card .submit-choices`)),
+		chromedp.Click(chromedp.CSS(`#cards .card button.send`)),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -184,17 +219,17 @@ func TestConsoleAnswersBlockedQuestion(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc = callAsync(d, d.Client, askRun.ID, "write", map[string]any{"path": "approved.txt", "content": "ok"})
-	if err := chromedp.Do(tab, chromedp.WaitVisible(chromedp.CSS(`#cards .card.permission .option[data-choice="1"]`))); err != nil {
+	if err := chromedp.Do(tab, chromedp.WaitVisible(chromedp.CSS(`#cards .card.kind-permission .option[data-choice="1"]`))); err != nil {
 		t.Fatalf("the permission card did not appear: %v", err)
 	}
-	perm, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("#cards .card.permission")))
+	perm, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("#cards .card.kind-permission")))
 	if err != nil || !strings.Contains(perm, "Allow once") || !strings.Contains(perm, "Allow for this run") || !strings.Contains(perm, "Deny") || !strings.Contains(perm, "approved.txt") {
 		t.Fatalf("permission card %q (%v)", perm, err)
 	}
 	if shot, err := chromedp.Run(tab, chromedp.FullScreenshot(100)); err == nil {
 		os.WriteFile(filepath.Join(artifactsDir(t), "ui-permission.png"), shot, 0o644)
 	}
-	if err := chromedp.Do(tab, chromedp.Click(chromedp.CSS(`#cards .card.permission .option[data-choice="1"]`))); err != nil {
+	if err := chromedp.Do(tab, chromedp.Click(chromedp.CSS(`#cards .card.kind-permission .option[data-choice="1"]`))); err != nil {
 		t.Fatal(err)
 	}
 	if out, isErr := tc.wait(t); isErr {

@@ -31,7 +31,7 @@ type Registry struct {
 	byName  map[string]*entry
 	omitted []Unavailable // families wiring left out; written only by Omit
 	serial  *serializer
-	obs     CallObserver
+	obs     []CallObserver // WithObserver, then AddObserver; each may also be a CallRecorder
 	log     *slog.Logger
 	gate    Gate
 }
@@ -45,8 +45,13 @@ type entry struct {
 // Option configures a Registry.
 type Option func(*Registry)
 
-// WithObserver receives one record per finished call.
-func WithObserver(o CallObserver) Option { return func(r *Registry) { r.obs = o } }
+// WithObserver receives one record per finished call. An observer that is
+// also a CallRecorder gets the call's full record as well.
+func WithObserver(o CallObserver) Option { return func(r *Registry) { r.obs = append(r.obs, o) } }
+
+// AddObserver is WithObserver for wiring that gets the registry already
+// made. Like Register, call it at start-up, before the first Call.
+func (r *Registry) AddObserver(o CallObserver) { r.obs = append(r.obs, o) }
 
 // WithLogger sets where internal errors and recovered panics are logged.
 func WithLogger(l *slog.Logger) Option { return func(r *Registry) { r.log = l } }
@@ -154,9 +159,15 @@ func (r *Registry) Call(ctx context.Context, env *Env, name string, args json.Ra
 		return Result{}, errdefs.NotFound("tool %q is not available to this run: %s", name, r.why(env, e))
 	}
 	outcome := OutcomeOK
+	recArgs := args // what a CallRecorder sees: normalised below once valid
 	defer func() {
-		if r.obs != nil {
-			r.obs.ObserveToolCall(e.spec.Name, e.spec.Level, outcome, time.Since(start))
+		d := time.Since(start)
+		for _, o := range r.obs {
+			o.ObserveToolCall(e.spec.Name, e.spec.Level, outcome, d)
+			if rec, ok := o.(CallRecorder); ok {
+				rec.RecordToolCall(CallRecord{Run: runOf(env), Tool: e.spec.Name, Level: e.spec.Level,
+					Args: recArgs, Started: start, Duration: d, Outcome: outcome, Result: res})
+			}
 		}
 	}()
 
@@ -170,6 +181,7 @@ func (r *Registry) Call(ctx context.Context, env *Env, name string, args json.Ra
 		outcome = OutcomeInvalidArguments
 		return Error(verr.Error()), nil
 	}
+	recArgs = args
 
 	if r.gate != nil && e.spec.Level != LevelRead {
 		if refused := r.gate.Check(ctx, env, e.spec, args); refused != nil {
@@ -240,6 +252,13 @@ func serialKey(env *Env) string {
 		return "run\x00" + env.Run.ID
 	}
 	return "conv\x00" + env.Run.Tenant + "\x00" + env.Run.Conversation
+}
+
+func runOf(env *Env) *Run {
+	if env == nil {
+		return nil
+	}
+	return env.Run
 }
 
 func runID(env *Env) string {

@@ -148,3 +148,23 @@ type Tool interface {
 type CallObserver interface {
 	ObserveToolCall(tool string, level Level, outcome string, d time.Duration)
 }
+
+// CallRecorder is an optional capability of a CallObserver, found by type
+// assertion: it also gets each finished call's full record (which run, the
+// arguments, the result), for the per-run call log. It is called on the
+// calling goroutine after the call ended, so it must not block.
+type CallRecorder interface {
+	RecordToolCall(rec CallRecord)
+}
+
+// CallRecord is one finished call as a CallRecorder sees it.
+type CallRecord struct {
+	Run      *Run // nil for a call made without a run
+	Tool     string
+	Level    Level
+	Args     json.RawMessage // as the schema normalised them; as sent when they were invalid
+	Started  time.Time
+	Duration time.Duration
+	Outcome  string // one of Outcomes()
+	Result   Result // what the call returned; zero for a call that ended in an error
+}

@@ -1,6 +1,7 @@
 // sandboxd web console: answer the questions and permission prompts of a
-// space, call a run's tools with their output shown live, and see the
-// tenant's sandboxes and runs. The token lives in
+// space, call a run's tools with their output shown live, watch a run's
+// tool calls as they finish, and see the tenant's sandboxes (with their
+// resource use) and runs. The token lives in
 // sessionStorage and travels only in the Authorization header: the live
 // stream is read with fetch() streaming, not EventSource (which cannot set
 // headers and would need the token in the URL, where logs keep it).
@@ -17,7 +18,40 @@ const state = {
   retry: 0,       // reconnect attempts since the last good stream
   cards: new Map(), // question id -> {q, el}
   call: null,     // AbortController of the running tool call
+  watch: null,    // {run, ctl, seen: Set of seq, retry} of the live call view
+  sandboxes: [],  // the last listing, for the stats refresh
+  stats: new Map(), // sandbox id -> its last stats answer
 };
+
+// ---- times ---------------------------------------------------------------
+// Times show relative ("2 min ago") with the local time in the title.
+
+function ago(iso) {
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return '—';
+  const s = Math.round((Date.now() - t) / 1000);
+  if (s < 5) return 'just now';
+  if (s < 60) return s + ' s ago';
+  if (s < 3600) return Math.floor(s / 60) + ' min ago';
+  if (s < 86400) return Math.floor(s / 3600) + ' h ago';
+  return Math.floor(s / 86400) + ' d ago';
+}
+
+function timeCell(iso) {
+  const td = document.createElement('td');
+  const el = document.createElement('time');
+  el.dateTime = iso || '';
+  el.className = 'ago';
+  el.textContent = ago(iso);
+  const t = Date.parse(iso);
+  if (!Number.isNaN(t)) el.title = new Date(t).toLocaleString();
+  td.append(el);
+  return td;
+}
+
+function tickTimes() {
+  document.querySelectorAll('time.ago').forEach((el) => { el.textContent = ago(el.dateTime); });
+}
 
 class APIError extends Error {
   constructor(status, message) { super(message); this.status = status; }
@@ -46,7 +80,8 @@ async function api(method, path, body) {
 async function signIn(token) {
   state.token = token;
   try {
-    await api('GET', '/v1/runs');
+    const me = await api('GET', '/v1/whoami');
+    $('#who').textContent = 'tenant ' + me.tenant;
   } catch (e) {
     state.token = '';
     sessionStorage.removeItem(TOKEN_KEY);
@@ -60,6 +95,8 @@ async function signIn(token) {
 
 function signOut() {
   closeStream();
+  unwatch();
+  $('#who').textContent = '';
   state.token = '';
   sessionStorage.removeItem(TOKEN_KEY);
   $('#console').hidden = true;
@@ -187,10 +224,10 @@ function addCard(q) {
   if (state.cards.has(q.id)) return;
   const el = $('#card-template').content.firstElementChild.cloneNode(true);
   el.dataset.id = q.id;
-  el.classList.add(q.kind);
+  el.classList.add('kind-' + q.kind); // not the kind itself: .prompt-like names style parts of a card
   $('.kind', el).textContent = q.kind === 'permission' ? 'permission' : 'question';
   $('.run', el).textContent = 'run ' + q.run;
-  $('.question', el).textContent = q.question;
+  $('.prompt', el).textContent = q.question;
   $('.context', el).textContent = q.context || '';
   const opts = $('.options', el);
   const boxes = [];
@@ -223,23 +260,20 @@ function addCard(q) {
     }
     opts.append(li);
   });
-  if (q.multi_select) {
-    $('.multi-actions', el).hidden = false;
-    $('.submit-choices', el).addEventListener('click', () => {
-      const choices = boxes.filter((b) => b.checked).map((b) => Number(b.value));
+  // One Send for what the buttons cannot say alone: the checked choices
+  // of a multi-select card and the typed text, together.
+  if (q.allow_free_text) $('.free', el).hidden = false;
+  if (q.multi_select || q.allow_free_text) {
+    const send = $('.send', el);
+    send.hidden = false;
+    send.addEventListener('click', () => {
+      const body = {};
+      if (q.multi_select) body.choices = boxes.filter((b) => b.checked).map((b) => Number(b.value));
       const text = q.allow_free_text ? $('.free-text', el).value.trim() : '';
-      const body = { choices };
       if (text) body.text = text;
-      answer(q.id, body, el);
-    });
-  }
-  if (q.allow_free_text) {
-    $('.free', el).hidden = false;
-    $('.send-text', el).addEventListener('click', () => {
-      const body = { text: $('.free-text', el).value.trim() };
-      if (q.multi_select) {
-        const choices = boxes.filter((b) => b.checked).map((b) => Number(b.value));
-        if (choices.length) body.choices = choices;
+      if (!text && !(body.choices && body.choices.length)) {
+        $('.card-error', el).textContent = q.multi_select ? 'Tick at least one choice' + (q.allow_free_text ? ' or type an answer' : '') + ', then Send.' : 'Type an answer, then Send.';
+        return;
       }
       answer(q.id, body, el);
     });
@@ -389,26 +423,56 @@ async function callTool() {
 
 // ---- overview ------------------------------------------------------------------
 
-function fillTable(sel, rows, cols) {
-  const body = $(sel + ' tbody');
+function emptyRow(body, cols) {
+  const tr = document.createElement('tr');
+  const td = document.createElement('td');
+  td.colSpan = cols;
+  td.className = 'muted';
+  td.textContent = 'none';
+  tr.append(td);
+  body.append(tr);
+}
+
+function textCell(v) {
+  const td = document.createElement('td');
+  td.textContent = v === undefined || v === null || v === '' ? '—' : String(v);
+  return td;
+}
+
+function fillSandboxes(rows) {
+  const body = $('#sandboxes tbody');
   body.replaceChildren();
-  if (!rows.length) {
-    const tr = document.createElement('tr');
-    const td = document.createElement('td');
-    td.colSpan = cols.length;
-    td.className = 'muted';
-    td.textContent = 'none';
-    tr.append(td);
-    body.append(tr);
-    return;
-  }
+  if (!rows.length) { emptyRow(body, 8); return; }
   for (const r of rows) {
     const tr = document.createElement('tr');
-    for (const c of cols) {
+    tr.dataset.id = r.id;
+    tr.append(textCell(r.id), textCell(r.conversation), textCell(r.backend), textCell(r.state), timeCell(r.created_at));
+    for (const c of ['cpu', 'mem', 'pids']) {
       const td = document.createElement('td');
-      td.textContent = r[c] === undefined || r[c] === '' ? '—' : String(r[c]);
+      td.className = 'stat-' + c;
       tr.append(td);
     }
+    body.append(tr);
+    showStats(r.id);
+  }
+}
+
+function fillRuns(rows) {
+  const body = $('#runs tbody');
+  body.replaceChildren();
+  if (!rows.length) { emptyRow(body, 7); return; }
+  for (const r of rows) {
+    const tr = document.createElement('tr');
+    tr.dataset.id = r.id;
+    tr.append(textCell(r.id), textCell(r.conversation), textCell(r.surface), textCell(r.approval), textCell(r.space), textCell(r.parent));
+    const td = document.createElement('td');
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'watch';
+    b.textContent = 'Watch calls';
+    b.addEventListener('click', () => watchRun(r.id));
+    td.append(b);
+    tr.append(td);
     body.append(tr);
   }
 }
@@ -417,16 +481,164 @@ async function refreshOverview() {
   $('#overview-error').textContent = '';
   try {
     const [sandboxes, runs] = await Promise.all([api('GET', '/v1/sandboxes'), api('GET', '/v1/runs')]);
-    fillTable('#sandboxes', sandboxes, ['id', 'conversation', 'backend', 'state', 'created_at']);
-    fillTable('#runs', runs, ['id', 'conversation', 'surface', 'approval', 'space', 'parent']);
+    state.sandboxes = sandboxes;
+    fillSandboxes(sandboxes);
+    fillRuns(runs);
     $('#known-runs').replaceChildren(...runs.map((r) => { const o = document.createElement('option'); o.value = r.id; o.label = r.conversation; return o; }));
     const spaces = [...new Set(runs.map((r) => r.space).filter(Boolean))].sort();
     const dl = $('#known-spaces');
     dl.replaceChildren(...spaces.map((s) => { const o = document.createElement('option'); o.value = s; return o; }));
+    refreshStats();
   } catch (e) {
     if (e.status === 401) { signOut(); return; }
     $('#overview-error').textContent = e.message;
   }
+}
+
+// ---- resource use ------------------------------------------------------------------
+// Each sandbox's CPU, memory and pids, read from the engine every few
+// seconds while the page is open and visible.
+
+function bytes(n) {
+  if (n >= 1 << 30) return (n / (1 << 30)).toFixed(1) + ' GiB';
+  if (n >= 1 << 20) return (n / (1 << 20)).toFixed(1) + ' MiB';
+  if (n >= 1 << 10) return (n / (1 << 10)).toFixed(0) + ' KiB';
+  return n + ' B';
+}
+
+function showStats(id) {
+  const tr = document.querySelector('#sandboxes tbody tr[data-id="' + CSS.escape(id) + '"]');
+  if (!tr) return;
+  const st = state.stats.get(id);
+  const cpu = $('.stat-cpu', tr), mem = $('.stat-mem', tr), pids = $('.stat-pids', tr);
+  for (const td of [cpu, mem, pids]) { td.classList.remove('na'); td.title = ''; }
+  if (!st) {
+    const read = state.sandboxes.slice(0, 50).some((sb) => sb.id === id);
+    cpu.textContent = mem.textContent = pids.textContent = read ? '…' : '—';
+    if (!read) cpu.title = 'resource use is read for the first 50 sandboxes only';
+    return;
+  }
+  if (!st.available) {
+    cpu.textContent = 'not available';
+    mem.textContent = pids.textContent = '';
+    for (const td of [cpu, mem, pids]) { td.classList.add('na'); td.title = st.reason || ''; }
+    return;
+  }
+  cpu.textContent = st.cpu_percent.toFixed(1) + ' %';
+  mem.textContent = bytes(st.memory_bytes) + (st.memory_limit_bytes ? ' / ' + bytes(st.memory_limit_bytes) : '');
+  pids.textContent = String(st.pids);
+  const at = new Date(Date.parse(st.read_at)).toLocaleTimeString();
+  for (const td of [cpu, mem, pids]) td.title = 'read at ' + at;
+}
+
+let statsBusy = false;
+async function refreshStats() {
+  if (statsBusy || !state.token || document.hidden) return;
+  statsBusy = true;
+  try {
+    // Each reading costs the engine about a second of sampling: the first
+    // 50 sandboxes only, one round at a time.
+    await Promise.all(state.sandboxes.slice(0, 50).map(async (sb) => {
+      try {
+        state.stats.set(sb.id, await api('GET', '/v1/sandboxes/' + encodeURIComponent(sb.id) + '/stats'));
+      } catch (e) {
+        state.stats.set(sb.id, { available: false, reason: e.message });
+      }
+      showStats(sb.id);
+    }));
+  } finally {
+    statsBusy = false;
+  }
+}
+
+// ---- a run's tool calls, live ------------------------------------------------------
+// GET /v1/runs/{id}/calls as a stream: the recent calls first, then each
+// call as it finishes. A stream that ends (the server dropped a reader too
+// slow, or a restart) reconnects; calls already shown are skipped by seq.
+
+function unwatch() {
+  if (state.watch) state.watch.ctl.abort();
+  state.watch = null;
+}
+
+function watchRun(run) {
+  unwatch();
+  state.watch = { run, ctl: null, seen: new Set(), retry: 0 };
+  $('#calls-run').textContent = run;
+  $('#call-log tbody').replaceChildren();
+  $('#calls-error').textContent = '';
+  streamCalls(state.watch);
+  $('#calls').scrollIntoView({ block: 'nearest' });
+}
+
+function setCallsState(text, live) {
+  const el = $('#calls-state');
+  el.textContent = text;
+  el.classList.toggle('live', !!live);
+}
+
+async function streamCalls(w) {
+  const ctl = new AbortController();
+  w.ctl = ctl;
+  setCallsState('connecting…', false);
+  try {
+    const resp = await fetch('/v1/runs/' + encodeURIComponent(w.run) + '/calls', {
+      headers: { 'Authorization': 'Bearer ' + state.token, 'Accept': 'text/event-stream' },
+      cache: 'no-store',
+      signal: ctl.signal,
+    });
+    if (!resp.ok) {
+      let msg = 'sandboxd answered HTTP ' + resp.status;
+      try { msg = (await resp.json()).error.message; } catch (e) { /* keep the status */ }
+      if (resp.status === 401) { signOut(); return; }
+      $('#calls-error').textContent = msg;
+      setCallsState('not connected', false);
+      if (resp.status === 404) return; // the run ended: retrying cannot help
+      throw new Error(msg);
+    }
+    setCallsState('live', true);
+    w.retry = 0;
+    await readSSE(resp, (name, data) => {
+      if (name !== 'call') return;
+      let c;
+      try { c = JSON.parse(data); } catch (e) { return; }
+      addCallRow(w, c);
+    });
+  } catch (e) {
+    if (ctl.signal.aborted) return;
+  }
+  if (ctl.signal.aborted || state.watch !== w) return;
+  const delay = Math.min(10000, 500 * 2 ** w.retry++);
+  setCallsState('disconnected; reconnecting', false);
+  setTimeout(() => { if (state.watch === w) streamCalls(w); }, delay);
+}
+
+function duration(ms) {
+  if (ms < 1) return '<1 ms';
+  if (ms < 1000) return Math.round(ms) + ' ms';
+  if (ms < 60000) return (ms / 1000).toFixed(1) + ' s';
+  return Math.floor(ms / 60000) + ' min ' + Math.round((ms % 60000) / 1000) + ' s';
+}
+
+function addCallRow(w, c) {
+  if (w.seen.has(c.seq)) return;
+  w.seen.add(c.seq);
+  const body = $('#call-log tbody');
+  const tr = document.createElement('tr');
+  tr.dataset.seq = String(c.seq);
+  const out = textCell(c.outcome);
+  out.className = 'outcome-' + c.outcome;
+  const args = textCell(c.args);
+  args.className = 'args';
+  const diag = textCell(c.diagnostics === undefined ? '' : c.diagnostics + ' new');
+  diag.className = 'diagnostics';
+  tr.append(timeCell(c.started_at), textCell(c.tool), args, textCell(duration(c.duration_ms)), out, diag);
+  tr.title = 'call ' + c.seq + ' of this run (level ' + c.level + ')';
+  // Newest first; at most 200 rows, as the server keeps.
+  body.prepend(tr);
+  while (body.rows.length > 200) body.deleteRow(body.rows.length - 1);
+  tr.classList.add('fresh');
+  setTimeout(() => tr.classList.remove('fresh'), 3000);
 }
 
 // ---- start -----------------------------------------------------------------------
@@ -449,6 +661,8 @@ document.addEventListener('DOMContentLoaded', () => {
   });
   $('#call-stop').addEventListener('click', () => { if (state.call) state.call.abort(); });
   setInterval(tickExpiry, 1000);
+  setInterval(tickTimes, 10000);
   setInterval(() => { if (state.token) refreshOverview(); }, 15000);
+  setInterval(refreshStats, 5000);
   if (state.token) signIn(state.token); else signOut();
 });

@@ -35,6 +35,9 @@ func registerTools(w *wiring) error {
 	for _, t := range files.Tools() {
 		w.registry.Register(t)
 	}
+	if err := wireCalls(w); err != nil {
+		return err
+	}
 	if err := wireDebug(w); err != nil {
 		return err
 	}
