@@ -206,6 +206,10 @@ func (s *Server) routes() *http.ServeMux {
 	}
 	mux.Handle("GET /ui/", uiHandler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	// A person who opens the daemon's address in a browser gets the console;
+	// only exactly "/" redirects (302, so the root stays free for later use),
+	// every other unknown path keeps the JSON 404.
+	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	mux.HandleFunc("/", s.notFound)
 	return mux
 }
