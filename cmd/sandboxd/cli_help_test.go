@@ -47,11 +47,15 @@ func TestHelpBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "sandboxd")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
+	// make test builds bin/sandboxd once and names it; else build one here.
+	bin := os.Getenv("SANDBOXD_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "sandboxd")
+		build := exec.Command("go", "build", "-o", bin, ".")
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			t.Fatalf("go build: %v", err)
+		}
 	}
 	for _, args := range helpCommands {
 		var out, errb strings.Builder
