@@ -28,7 +28,7 @@ help:
 	@echo 'make images         the sandbox image sandboxd-sandbox:latest (cached; FORCE=1 rebuilds)'
 	@echo 'make images-verify  check the tools inside sandboxd-sandbox:latest'
 	@echo 'make images-sandboxd  sandboxd:latest (sandboxd + sandbox-agent, for Kubernetes; cached)'
-	@echo 'make run            build and serve on $(LISTEN) (BACKEND=auto|docker|host, DATA_DIR, CONFIG)'
+	@echo 'make run            build and serve on $(LISTEN) (BACKEND=auto|docker|host, DATA_DIR, CONFIG); prints the console URL and token once it answers'
 	@echo 'make test           everything CI runs: set-up, build, images, lint, unit, integration, e2e'
 	@echo 'make lint           gofmt and go vet'
 	@echo 'make cluster-up     a local single-node Kubernetes for tests (prints the KUBECONFIG path last)'

@@ -223,6 +223,10 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /ui/", uiHandler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.Handle("GET /favicon.ico", http.RedirectHandler("/ui/favicon.svg", http.StatusMovedPermanently))
+	// A person who opens the daemon's address in a browser gets the console;
+	// only exactly "/" redirects (302, so the root stays free for later use),
+	// every other unknown path keeps the JSON 404.
+	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
 	mux.HandleFunc("/", s.notFound)
 	mux.Handle("GET /v1/openapi.json", openAPIHandler(mux))
 	return mux

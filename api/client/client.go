@@ -113,6 +113,14 @@ func (c *Client) CallTool(ctx context.Context, runID, tool string, args json.Raw
 	return out, err
 }
 
+// ListRuns lists the tenant's live runs, without their tool lists (GetRun
+// has those).
+func (c *Client) ListRuns(ctx context.Context) ([]api.RunSummary, error) {
+	var out []api.RunSummary
+	err := c.do(ctx, http.MethodGet, "/v1/runs", nil, http.StatusOK, &out)
+	return out, err
+}
+
 // DeleteRun ends a run and its workers.
 func (c *Client) DeleteRun(ctx context.Context, runID string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/runs/"+url.PathEscape(runID), nil, http.StatusNoContent, nil)

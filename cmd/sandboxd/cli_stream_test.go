@@ -14,7 +14,7 @@ import (
 func TestCLICallStream(t *testing.T) {
 	addr, dataDir, _ := cliServer(t)
 	common := []string{"--addr", addr, "--data-dir", dataDir}
-	code, out, errs := runCLI(t, "", append([]string{"run", "create", "--conversation", "c1"}, common...)...)
+	code, out, errs := runCLI(t, "", append([]string{"run", "create", "--conversation", "c1", "--json"}, common...)...)
 	if code != 0 {
 		t.Fatalf("run create: %d %s", code, errs)
 	}

@@ -64,26 +64,49 @@ func TestCLI(t *testing.T) {
 	addr, dataDir, sb := cliServer(t)
 	common := []string{"--addr", addr, "--data-dir", dataDir}
 
-	code, out, errs := runCLI(t, "", append([]string{"sandbox", "create", "--conversation", "c1", "--env", "A=1", "--cpus", "2"}, common...)...)
+	code, out, errs := runCLI(t, "", append([]string{"sandbox", "create", "--conversation", "c1", "--env", "A=1", "--cpus", "2", "--json"}, common...)...)
 	if code != 0 {
 		t.Fatalf("sandbox create: %d %s", code, errs)
 	}
 	var created api.Sandbox
 	if err := json.Unmarshal([]byte(out), &created); err != nil || created.Conversation != "c1" || sb.Len() != 1 {
-		t.Fatalf("sandbox create printed %s (%v)", out, err)
+		t.Fatalf("sandbox create --json printed %s (%v)", out, err)
 	}
-	// Flags after the positional argument work too.
-	if code, out, errs = runCLI(t, "", "sandbox", "get", created.ID, "--addr", addr, "--data-dir", dataDir); code != 0 || !strings.Contains(out, created.ID) {
+	// Flags after the positional argument work too; plain text by default.
+	if code, out, errs = runCLI(t, "", "sandbox", "get", created.ID, "--addr", addr, "--data-dir", dataDir); code != 0 || !strings.Contains(out, "id:") || !strings.Contains(out, created.ID) || strings.Contains(out, "{") {
 		t.Errorf("sandbox get: %d %s %s", code, out, errs)
 	}
-	if code, out, _ = runCLI(t, "", append([]string{"sandbox", "list", "--conversation", "c1"}, common...)...); code != 0 || !strings.Contains(out, created.ID) {
+	if code, out, _ = runCLI(t, "", append([]string{"sandbox", "list", "--conversation", "c1"}, common...)...); code != 0 || !strings.HasPrefix(out, "ID ") || !strings.Contains(out, created.ID) {
 		t.Errorf("sandbox list: %d %s", code, out)
 	}
+	var listed []api.Sandbox
+	if code, out, _ = runCLI(t, "", append([]string{"sandbox", "list", "--json"}, common...)...); code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 {
+		t.Errorf("sandbox list --json: %d %s", code, out)
+	}
 
+	// run create says the run, its sandbox and its tools in plain text.
 	code, out, errs = runCLI(t, "", append([]string{"run", "create", "--conversation", "c1", "--surface", "plan"}, common...)...)
+	lines := strings.Split(out, "\n")
+	if code != 0 || !strings.HasPrefix(lines[0], "run r") || !strings.Contains(lines[0], "(conversation c1, sandbox "+created.ID+")") ||
+		!strings.Contains(out, "\nsurface: plan\n") || !strings.Contains(out, "\ntools: echo\n") {
+		t.Fatalf("run create: %d %q %s", code, out, errs)
+	}
+	runID := strings.Fields(lines[0])[1]
+	code, out, errs = runCLI(t, "", append([]string{"run", "get", runID, "--json"}, common...)...)
 	var run api.Run
-	if code != 0 || json.Unmarshal([]byte(out), &run) != nil || run.ID == "" || run.Surface != "plan" {
-		t.Fatalf("run create: %d %s %s", code, out, errs)
+	if code != 0 || json.Unmarshal([]byte(out), &run) != nil || run.ID != runID || run.Surface != "plan" || len(run.Tools) != 1 {
+		t.Fatalf("run get --json: %d %s %s", code, out, errs)
+	}
+	if code, out, _ = runCLI(t, "", append([]string{"run", "list"}, common...)...); code != 0 || !strings.HasPrefix(out, "ID ") || !strings.Contains(out, runID+"  c1") || !strings.Contains(out, "plan") {
+		t.Errorf("run list: %d %q", code, out)
+	}
+	var runs []api.RunSummary
+	if code, out, _ = runCLI(t, "", append([]string{"run", "list", "--json"}, common...)...); code != 0 || json.Unmarshal([]byte(out), &runs) != nil || len(runs) != 1 || runs[0].ID != runID {
+		t.Errorf("run list --json: %d %s", code, out)
+	}
+	// A conversation without a sandbox is told how to make one.
+	if code, out, _ = runCLI(t, "", append([]string{"run", "create", "--conversation", "c2"}, common...)...); code != 0 || !strings.Contains(out, "no sandbox yet: sandboxd sandbox create --conversation c2") {
+		t.Errorf("run create without a sandbox: %d %q", code, out)
 	}
 	if code, out, _ = runCLI(t, "", append([]string{"tools", "--run", run.ID}, common...)...); code != 0 || !strings.Contains(out, "echo") || !strings.Contains(out, "Echo the text back.") || strings.Contains(out, "More detail") {
 		t.Errorf("tools: %d %q", code, out)
@@ -110,7 +133,7 @@ func TestCLI(t *testing.T) {
 	if code, _, errs = runCLI(t, "", append([]string{"tools", "--run", run.ID}, common...)...); code != 1 || !strings.Contains(errs, "does not exist") {
 		t.Errorf("tools of ended run: %d %q", code, errs)
 	}
-	if code, out, _ = runCLI(t, "", append([]string{"sandbox", "delete", created.ID}, common...)...); code != 0 || sb.Len() != 0 {
+	if code, out, _ = runCLI(t, "", append([]string{"sandbox", "delete", created.ID}, common...)...); code != 0 || out != "deleted "+created.ID+"\n" || sb.Len() != 0 {
 		t.Errorf("sandbox delete: %d %s", code, out)
 	}
 }
@@ -140,6 +163,8 @@ func TestCLIUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"frobnicate"}, {"sandbox"}, {"sandbox", "explode"}, {"sandbox", "create"}, {"sandbox", "get"},
 		{"run", "create"}, {"tools"}, {"call", "--run", "r"}, {"sandbox", "list", "--bogus"},
+		{"run"}, {"run", "explode"}, {"run", "get"}, {"token"}, {"token", "new"}, {"token", "new", "--tenant", "Bad Name"},
+		{"serve", "extra"}, {"serve", "--bogus"},
 	} {
 		if code, _, errs := runCLI(t, "", args...); code != 2 || errs == "" {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)

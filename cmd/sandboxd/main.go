@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,13 +28,18 @@ Usage:
   sandboxd sandbox delete ID
   sandboxd run create --conversation ID [--surface default|plan|readonly] [--workdir DIR] [--vibe]
                       [--space ID] [--approval auto|ask] [--parent RUN]
+  sandboxd run list
+  sandboxd run get RUN
   sandboxd run delete RUN
   sandboxd tools --run RUN
-  sandboxd call --run RUN [--stream] [--json] TOOL ['{"json": "args"}' | -]
+  sandboxd call --run RUN [--stream] TOOL ['{"json": "args"}' | -]
+  sandboxd token new --tenant NAME
   sandboxd version
 
 Client commands take --addr (default $SANDBOXD_ADDR or http://127.0.0.1:7788) and a token from
 --token, $SANDBOXD_TOKEN, or DATA_DIR/token (--data-dir, default $SANDBOXD_DATA_DIR or ./.data).
+They print plain text; --json prints the full answer for scripts. Every command takes --help.
+The console is at the daemon's address (http://127.0.0.1:7788/ redirects to /ui/).
 `
 
 func main() {
@@ -64,10 +70,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runTools(ctx, args[1:], stdout)
 	case "call":
 		err = runCall(ctx, args[1:], stdin, stdout, stderr)
+	case "token":
+		err = runToken(args[1:], stdout)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "sandboxd %s (%s)\n", version, runtime.Version())
 		return 0
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[0] == "help" { // sandboxd help run create
+			return run(ctx, append(append([]string(nil), args[1:]...), "--help"), stdin, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
@@ -75,6 +86,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	if err == nil {
+		return 0
+	}
+	var help helpRequest
+	if errors.As(err, &help) {
+		fmt.Fprint(stdout, help.text)
 		return 0
 	}
 	if ue, ok := err.(usageError); ok {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,8 +40,8 @@ type serveFlags struct {
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	var f serveFlags
-	fs := flag.NewFlagSet("sandboxd serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := newCommand("serve", "sandboxd serve [--listen 127.0.0.1:7788] [--data-dir DIR] [--backend auto|docker|host|containerd|kubernetes] [--config FILE] ...")
+	fs := cmd.fs
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:7788", "address to serve the API on")
 	fs.StringVar(&f.dataDir, "data-dir", envOr("SANDBOXD_DATA_DIR", ".data"), "directory for the admin token and host-backend sandboxes")
 	fs.StringVar(&f.backend, "backend", "auto", "sandbox backend: auto, docker, host, containerd or kubernetes")
@@ -51,11 +50,12 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&f.podIndex, "listen-add-pod-index", false, "add $SANDBOXD_POD_INDEX (a StatefulSet pod's index) to the --listen port, for replicas on one host's network")
-	if err := fs.Parse(args); err != nil {
-		return f, usagef("%v", err)
+	pos, err := cmd.parse(args)
+	if err != nil {
+		return f, err
 	}
-	if fs.NArg() > 0 {
-		return f, usagef("serve takes no arguments, got %q; use flags such as --listen", fs.Arg(0))
+	if len(pos) > 0 {
+		return f, usagef("serve takes no arguments, got %q; use flags such as --listen", pos[0])
 	}
 	return f, nil
 }
