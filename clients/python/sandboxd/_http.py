@@ -289,10 +289,15 @@ class LineReader:
                 "the connection is taken as dead",
                 status=0,
             ) from None
-        except (OSError, ValueError, http.client.HTTPException) as e:
+        except Exception as e:
+            # close() from another thread ends a read midway with whatever
+            # http.client makes of the shut socket (a short chunk, a closed
+            # file); that is the stream's end, not a failure.
             if self.closed:
                 return None
-            raise Unavailable(f"{self._what}: the stream broke: {e}", status=0) from e
+            if isinstance(e, (OSError, ValueError, http.client.HTTPException)):
+                raise Unavailable(f"{self._what}: the stream broke: {e}", status=0) from e
+            raise
         if not raw:
             return None
         if len(raw) > MAX_ANSWER:
