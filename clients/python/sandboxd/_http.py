@@ -9,6 +9,7 @@ of the request's deadline as its timeout.
 from __future__ import annotations
 
 import http.client
+import select
 import socket
 import ssl
 import threading
@@ -16,7 +17,7 @@ import time
 import urllib.parse
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from .errors import DeadlineExceeded, InvalidArgument, SandboxdError, TooLarge, Unavailable, error_from_answer
+from .errors import DeadlineExceeded, InvalidArgument, SandboxdError, TooLarge, Unavailable
 
 MAX_ANSWER = 64 << 20
 """The most the client reads of one answer or one event line; tool results
@@ -88,7 +89,7 @@ class Transport:
         with self._lock:
             while self._idle:
                 conn, since = self._idle.pop()
-                if now - since < IDLE_REUSE_SECONDS and conn.sock is not None:
+                if now - since < IDLE_REUSE_SECONDS and conn.sock is not None and not _readable(conn.sock):
                     return conn
                 conn.close()
         return None
@@ -202,6 +203,17 @@ class Transport:
         return conn, sock, resp, _headers(resp)
 
 
+def _readable(sock: socket.socket) -> bool:
+    """Whether an idle connection has something to read: nothing is due on
+    it, so that is the server's close (or garbage), and it must not be
+    reused."""
+    try:
+        r, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(r)
+
+
 def _left(deadline: float, method: str, path: str, timeout: float) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
@@ -226,7 +238,7 @@ def read_body(
     try:
         while True:
             sock.settimeout(_left(deadline, method, path, timeout))
-            chunk = resp.read(_CHUNK)
+            chunk = resp.read1(_CHUNK)  # what has arrived; read() would wait for all of it
             if not chunk:
                 break
             size += len(chunk)
@@ -237,6 +249,9 @@ def read_body(
         raise _deadline(method, path, timeout) from None
     except (OSError, http.client.HTTPException) as e:
         raise Unavailable(f"{method} {path}: the answer was cut off: {e}", status=0) from e
+    # Read to its end: closing it frees the connection for the next request
+    # (read1 does not mark the end itself as read() does).
+    resp.close()
     return b"".join(parts)
 
 

@@ -6,7 +6,7 @@ import json
 import os
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union, cast
 
 from ._http import LineReader, Transport, read_body
 from .errors import Internal, InvalidArgument, error_from_answer
@@ -126,7 +126,8 @@ class Client:
             raise Internal(f"{method} {path}: the answer is not the expected JSON: {e}", status=ans.status) from e
 
     def _list(self, v: Any) -> List[Mapping[str, Any]]:
-        return [x for x in (v or []) if isinstance(x, Mapping)]
+        items: List[Any] = cast(List[Any], v) if isinstance(v, list) else []
+        return [cast(Mapping[str, Any], x) for x in items if isinstance(x, Mapping)]
 
     # --- health ------------------------------------------------------------
 
@@ -237,7 +238,7 @@ class Client:
         doc = self._do("POST", path, want=200, timeout=timeout, raw=_encode_args(args))
         if not isinstance(doc, Mapping):
             raise Internal(f"POST {path}: the answer is not a tool result", status=200)
-        return ToolResult.from_json(doc)
+        return ToolResult.from_json(cast(Mapping[str, Any], doc))
 
     def stream_tool(
         self,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from typing import Dict, Mapping, Optional, Type
+from typing import Any, Dict, Mapping, Optional, Type, cast
 
 
 class SandboxdError(Exception):
@@ -210,12 +210,13 @@ def error_from_answer(status: int, body: bytes, headers: Mapping[str, str]) -> S
     request_id = headers.get("X-Request-Id")
     retry_after = parse_retry_after(headers.get("Retry-After"))
     try:
-        doc = json.loads(body)
-        err = doc.get("error") if isinstance(doc, dict) else None
-        if isinstance(err, dict) and isinstance(err.get("code"), str) and err["code"]:
-            return error_from_code(
-                err["code"], str(err.get("message", "")), status=status, request_id=request_id, retry_after=retry_after
-            )
+        doc: Any = json.loads(body)
+        err: Any = cast(Dict[str, Any], doc).get("error") if isinstance(doc, dict) else None
+        if isinstance(err, dict):
+            detail = cast(Dict[str, Any], err)
+            code, message = detail.get("code"), detail.get("message", "")
+            if isinstance(code, str) and code:
+                return error_from_code(code, str(message), status=status, request_id=request_id, retry_after=retry_after)
     except (ValueError, UnicodeDecodeError):
         pass
     text = body.decode("utf-8", "replace").strip()

@@ -6,7 +6,7 @@ ends the call as a client that goes away ends a plain one."""
 from __future__ import annotations
 
 import json
-from typing import Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, cast
 
 from ._http import LineReader
 from .errors import Internal, SandboxdError, Unavailable, error_from_code
@@ -16,7 +16,8 @@ from .types import OutputEvent, Question, QuestionEvent, Resolution, ToolResult,
 def iter_sse(lines: LineReader) -> Iterator[Tuple[str, str]]:
     """(event name, data) of each event; comments (heartbeats) are skipped.
     Ends when the stream ends."""
-    name, data, has_data = "", [], False
+    name, has_data = "", False
+    data: List[str] = []
     while True:
         line = lines.readline()
         if line is None:
@@ -24,7 +25,7 @@ def iter_sse(lines: LineReader) -> Iterator[Tuple[str, str]]:
         if line == "":
             if has_data:
                 yield name or "message", "\n".join(data)
-            name, data, has_data = "", [], False
+            name, has_data, data = "", False, []
             continue
         if line.startswith(":"):
             continue
@@ -36,6 +37,15 @@ def iter_sse(lines: LineReader) -> Iterator[Tuple[str, str]]:
         elif field == "data":
             data.append(value)
             has_data = True
+
+
+def _json_object(data: str) -> Optional[Dict[str, Any]]:
+    """data as a JSON object, or None when it is not one."""
+    try:
+        doc: Any = json.loads(data)
+    except ValueError:
+        return None
+    return cast(Dict[str, Any], doc) if isinstance(doc, dict) else None
 
 
 class ToolStream:
@@ -75,8 +85,10 @@ class ToolStream:
                 if name == "error":
                     self._finish()
                     doc = self._decode(name, data)
-                    err = doc.get("error") if isinstance(doc.get("error"), dict) else {}
-                    status = doc.get("status") if isinstance(doc.get("status"), int) else None
+                    raw_err: Any = doc.get("error")
+                    err: Dict[str, Any] = cast(Dict[str, Any], raw_err) if isinstance(raw_err, dict) else {}
+                    raw_status: Any = doc.get("status")
+                    status = raw_status if isinstance(raw_status, int) else None
                     raise error_from_code(str(err.get("code") or "internal"), str(err.get("message") or data), status=status)
         except BaseException:
             self._finish()
@@ -87,12 +99,9 @@ class ToolStream:
             status=0,
         )
 
-    def _decode(self, name: str, data: str) -> dict:  # type: ignore[type-arg]
-        try:
-            doc = json.loads(data)
-        except ValueError:
-            doc = None
-        if not isinstance(doc, dict):
+    def _decode(self, name: str, data: str) -> Dict[str, Any]:
+        doc = _json_object(data)
+        if doc is None:
             self._finish()
             raise Internal(f"{self._what}: the {name} event is not the expected JSON: {data[:200]}", status=0)
         return doc
@@ -141,11 +150,8 @@ class QuestionStream:
             for name, data in self._events:
                 if name not in ("question", "resolved"):
                     continue
-                try:
-                    doc = json.loads(data)
-                except ValueError:
-                    doc = None
-                if not isinstance(doc, dict):
+                doc = _json_object(data)
+                if doc is None:
                     raise Internal(f"{self._what}: the {name} event is not the expected JSON: {data[:200]}", status=0)
                 if name == "question":
                     return QuestionEvent(type=name, question=Question.from_json(doc))

@@ -10,7 +10,7 @@ import base64
 import datetime as _dt
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union, cast
 
 JSON = Dict[str, Any]
 
@@ -28,7 +28,13 @@ def parse_time(value: Optional[str]) -> Optional[_dt.datetime]:
 
 
 def _obj(v: Any) -> Mapping[str, Any]:
-    return v if isinstance(v, Mapping) else {}
+    """v as a JSON object ({} when it is not one)."""
+    return cast(Mapping[str, Any], v) if isinstance(v, Mapping) else {}
+
+
+def _items(v: Any) -> List[Any]:
+    """v as a JSON array ([] when it is not one)."""
+    return list(cast(List[Any], v)) if isinstance(v, list) else []
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,7 @@ class ToolSpec:
             description=str(d.get("description", "")),
             level=str(d.get("level", "")),
             parallel_safe=bool(d.get("parallel_safe", False)),
-            input_schema=dict(schema) if isinstance(schema, Mapping) else {"type": "object"},
+            input_schema=dict(_obj(schema)) if isinstance(schema, Mapping) else {"type": "object"},
         )
 
     def to_openai(self) -> JSON:
@@ -122,7 +128,7 @@ class UnavailableTools:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "UnavailableTools":
-        return cls(tools=[str(t) for t in d.get("tools") or []], reason=str(d.get("reason", "")))
+        return cls(tools=[str(t) for t in _items(d.get("tools"))], reason=str(d.get("reason", "")))
 
 
 @dataclass(frozen=True)
@@ -133,7 +139,7 @@ class Run:
     conversation: str
     surface: str
     tools: List[ToolSpec]
-    unavailable: List[UnavailableTools] = field(default_factory=list)
+    unavailable: List[UnavailableTools] = field(default_factory=list[UnavailableTools])
     workdir: str = ""
     space: str = ""
     approval: str = ""
@@ -146,8 +152,8 @@ class Run:
             id=str(d.get("id", "")),
             conversation=str(d.get("conversation", "")),
             surface=str(d.get("surface", "")),
-            tools=[ToolSpec.from_json(_obj(t)) for t in d.get("tools") or []],
-            unavailable=[UnavailableTools.from_json(_obj(u)) for u in d.get("unavailable") or []],
+            tools=[ToolSpec.from_json(_obj(t)) for t in _items(d.get("tools"))],
+            unavailable=[UnavailableTools.from_json(_obj(u)) for u in _items(d.get("unavailable"))],
             workdir=str(d.get("workdir", "")),
             space=str(d.get("space", "")),
             approval=str(d.get("approval", "")),
@@ -228,7 +234,7 @@ class ToolResult:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ToolResult":
         return cls(
-            content=[Block.from_json(_obj(b)) for b in d.get("content") or []],
+            content=[Block.from_json(_obj(b)) for b in _items(d.get("content"))],
             is_error=bool(d.get("is_error", False)),
             execution_count=int(d.get("execution_count") or 0),
         )
@@ -283,7 +289,7 @@ class Question:
     kind: str
     question: str
     context: str = ""
-    options: List[QuestionOption] = field(default_factory=list)
+    options: List[QuestionOption] = field(default_factory=list[QuestionOption])
     allow_free_text: bool = False
     multi_select: bool = False
     expires_at: Optional[_dt.datetime] = None
@@ -297,7 +303,7 @@ class Question:
             kind=str(d.get("kind", "")),
             question=str(d.get("question", "")),
             context=str(d.get("context", "")),
-            options=[QuestionOption.from_json(_obj(o)) for o in d.get("options") or []],
+            options=[QuestionOption.from_json(_obj(o)) for o in _items(d.get("options"))],
             allow_free_text=bool(d.get("allow_free_text", False)),
             multi_select=bool(d.get("multi_select", False)),
             expires_at=parse_time(d.get("expires_at")),
@@ -311,7 +317,7 @@ class Resolution:
     id: str
     space: str
     status: str
-    choices: List[int] = field(default_factory=list)
+    choices: List[int] = field(default_factory=list[int])
     text: str = ""
 
     @classmethod
@@ -320,7 +326,7 @@ class Resolution:
             id=str(d.get("id", "")),
             space=str(d.get("space", "")),
             status=str(d.get("status", "")),
-            choices=[int(c) for c in d.get("choices") or []],
+            choices=[int(c) for c in _items(d.get("choices"))],
             text=str(d.get("text", "")),
         )
 
