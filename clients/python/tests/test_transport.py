@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import unittest
-from typing import Any, List, Set, Tuple
+from typing import Any, Set, Tuple, cast
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -21,7 +21,10 @@ import sandboxd  # noqa: E402
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_Server"
+
+    @property
+    def srv(self) -> "_Server":
+        return cast(_Server, self.server)
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -36,7 +39,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def do_GET(self) -> None:
-        self.server.peers.add(self.client_address)
+        self.srv.peers.add(self.client_address)
         if self.path == "/slow-head":
             time.sleep(3)
         if self.path == "/drip":
@@ -51,12 +54,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 time.sleep(0.2)
             return
         self._answer(200, {"status": "ok"})
-        if self.server.close_after:
+        if self.srv.close_after:
             # Close without saying so, as a server whose idle timeout ran out.
             self.close_connection = True
 
     def do_POST(self) -> None:
-        self.server.peers.add(self.client_address)
+        self.srv.peers.add(self.client_address)
         n = int(self.headers.get("Content-Length", "0"))
         args = json.loads(self.rfile.read(n))
         self._answer(200, {"content": [{"type": "text", "text": json.dumps(args)}], "is_error": False})
