@@ -19,6 +19,7 @@ var pythonTests = []string{
 	"test_run_lists_its_tools",
 	"test_write_then_read",
 	"test_shell_output_streams_before_the_result",
+	"test_closing_a_tool_stream_ends_the_call",
 	"test_eval_keeps_its_state",
 	"test_unknown_run_is_not_found",
 	"test_bad_token_is_unauthorized",

@@ -110,7 +110,7 @@ class AgainstDaemon(unittest.TestCase):
 
     def test_shell_output_streams_before_the_result(self) -> None:
         events: List[sandboxd.ToolStreamEvent] = []
-        with self.client.stream_tool(self.agent_run.id, "shell", {"command": "echo first; sleep 2; echo second >&2"}) as stream:
+        with self.client.stream_tool(self.agent_run.id, "shell", {"command": "echo first; sleep 2; echo second"}) as stream:
             for ev in stream:
                 events.append(ev)
         self.assertIsInstance(events[-1], ToolResult, events)
@@ -118,8 +118,10 @@ class AgainstDaemon(unittest.TestCase):
         self.assertEqual(len(outputs), len(events) - 1, events)
         first = next(i for i, e in enumerate(outputs) if "first" in e.text)
         second = next(i for i, e in enumerate(outputs) if "second" in e.text)
+        # sandboxd joins the text of one stream that waits for the client, so two
+        # events mean the first was sent while the command slept.
         self.assertLess(first, second, "the two outputs, a sleep apart, came as one event")
-        self.assertEqual((outputs[first].stream, outputs[second].stream), ("stdout", "stderr"))
+        self.assertEqual({e.stream for e in outputs}, {"stdout"})
         result = events[-1]
         assert isinstance(result, ToolResult)
         self.assertFalse(result.is_error)
@@ -130,12 +132,31 @@ class AgainstDaemon(unittest.TestCase):
 
     def test_call_tool_stream_hands_output_and_returns_the_result(self) -> None:
         seen: List[OutputEvent] = []
-        res = self.client.call_tool_stream(self.agent_run.id, "shell", {"command": "printf 'a\\nb\\n'"}, seen.append)
-        self.assertEqual("".join(e.text for e in seen), "a\nb\n")
+        res = self.client.call_tool_stream(self.agent_run.id, "shell", {"command": "printf 'a\\n'; printf 'b\\n' >&2"}, seen.append)
+        self.assertEqual("".join(e.text for e in seen if e.stream == "stdout"), "a\n")
+        self.assertEqual("".join(e.text for e in seen if e.stream == "stderr"), "b\n")
         self.assertIn("exit status 0", res.text)
         # A tool that prints nothing still answers its result.
         quiet = self.client.call_tool_stream(self.agent_run.id, "read", {"path": "notes-missing.txt"})
         self.assertTrue(quiet.is_error)
+
+    def test_closing_a_tool_stream_ends_the_call(self) -> None:
+        stream = self.client.stream_tool(self.agent_run.id, "shell", {"command": "echo $$ > victim.pid; echo started; sleep 300"})
+        first = next(stream)
+        self.assertIsInstance(first, OutputEvent)
+        stream.close()
+        self.assertEqual(list(stream), [])
+        # The command is killed as when a plain call's client goes away; were
+        # it not, this call would wait behind it past its timeout.
+        deadline = time.monotonic() + STEP
+        while True:
+            res = self.client.call_tool(
+                self.agent_run.id, "shell", {"command": "kill -0 $(cat victim.pid) 2>/dev/null && echo alive || echo gone"}
+            )
+            if "gone" in res.text:
+                break
+            self.assertLess(time.monotonic(), deadline, "the streamed command still runs after its stream was closed")
+            time.sleep(0.5)
 
     def test_eval_keeps_its_state(self) -> None:
         a = self.client.call_tool(self.agent_run.id, "eval", {"code": "x = 21", "description": "set x"})
