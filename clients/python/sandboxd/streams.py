@@ -60,7 +60,7 @@ class ToolStream:
         self._plain = plain
         self._events: Optional[Iterator[Tuple[str, str]]] = iter_sse(lines) if lines is not None else None
         self._done = False
-        self.result_value: Optional[ToolResult] = None
+        self._result: Optional[ToolResult] = None
 
     def __iter__(self) -> "ToolStream":
         return self
@@ -72,7 +72,7 @@ class ToolStream:
             # Answered plain JSON before anything streamed: that is the result.
             self._done = True
             assert self._plain is not None
-            self.result_value = self._plain
+            self._result = self._plain
             return self._plain
         try:
             for name, data in self._events:
@@ -80,8 +80,8 @@ class ToolStream:
                     return OutputEvent.from_json(self._decode(name, data))
                 if name == "result":
                     self._finish()
-                    self.result_value = ToolResult.from_json(self._decode(name, data))
-                    return self.result_value
+                    self._result = ToolResult.from_json(self._decode(name, data))
+                    return self._result
                 if name == "error":
                     self._finish()
                     doc = self._decode(name, data)
@@ -116,9 +116,9 @@ class ToolStream:
         result."""
         for _ in self:
             pass
-        if self.result_value is None:
+        if self._result is None:
             raise Unavailable(f"{self._what}: the stream was closed before the result", status=0)
-        return self.result_value
+        return self._result
 
     def close(self) -> None:
         """Closes the stream; a call still running ends as when a plain
