@@ -37,7 +37,10 @@ as_root() {
 installed() { [[ $(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null) == installed ]]; }
 
 # curl: make build fetches the Dart grammar from the npm registry (scripts/fetch-dart-grammar.sh).
-packages=(docker.io debootstrap git make gcc libc6-dev ca-certificates procps curl)
+# python3, pip, setuptools, wheel: e2e's TestPythonClient runs clients/python's tests and installs
+# the package with `pip install --no-index --no-build-isolation` (no PyPI needed).
+packages=(docker.io debootstrap git make gcc libc6-dev ca-certificates procps curl
+	python3 python3-pip python3-setuptools python3-wheel)
 missing=()
 for p in "${packages[@]}"; do
 	installed "$p" || missing+=("$p")

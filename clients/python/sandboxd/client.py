@@ -1,0 +1,359 @@
+"""The client of sandboxd's HTTP API v1 (DESIGN.md section 3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.parse
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union, cast
+
+from ._http import LineReader, Transport, read_body
+from .errors import Internal, InvalidArgument, error_from_answer
+from .streams import QuestionStream, ToolStream
+from .types import (
+    AnswerResult,
+    OutputEvent,
+    Question,
+    Resources,
+    Run,
+    RunSummary,
+    Sandbox,
+    ToolResult,
+    ToolSpec,
+)
+
+DEFAULT_TIMEOUT = 300.0
+"""Seconds a call may take by default: a tool call may run a long command."""
+
+DEFAULT_STREAM_IDLE_TIMEOUT = 60.0
+"""Seconds a stream may stay silent; sandboxd sends a heartbeat every 15 s
+by default (limits.stream_heartbeat, questions' heartbeat)."""
+
+Args = Union[Mapping[str, Any], str, bytes, None]
+
+
+def _q(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+def _encode_args(args: Args) -> bytes:
+    if args is None:
+        return b"{}"
+    if isinstance(args, bytes):
+        return args
+    if isinstance(args, str):
+        return args.encode("utf-8")
+    try:
+        return json.dumps(args).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise InvalidArgument(f"the tool arguments cannot be encoded as JSON: {e}; pass a dict of JSON values", status=0) from e
+
+
+class Client:
+    """Calls one sandboxd. Safe for concurrent use from several threads;
+    connections are kept alive and reused.
+
+    ``base_url`` and ``token`` default to the environment's SANDBOXD_URL and
+    SANDBOXD_TOKEN. ``timeout`` bounds each call (seconds, the whole answer);
+    every method takes its own ``timeout`` too.
+    """
+
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        token: Optional[str] = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT,
+        user_agent: str = "sandboxd-python/0.1",
+    ) -> None:
+        url = base_url if base_url is not None else os.environ.get("SANDBOXD_URL", "")
+        if not url:
+            raise InvalidArgument("no sandboxd address: pass base_url or set SANDBOXD_URL (e.g. http://127.0.0.1:7788)", status=0)
+        if timeout <= 0 or stream_idle_timeout <= 0:
+            raise InvalidArgument("timeout and stream_idle_timeout must be positive numbers of seconds", status=0)
+        self._transport = Transport(url)
+        self.base_url = self._transport.base_url
+        self._token = token if token is not None else os.environ.get("SANDBOXD_TOKEN", "")
+        self.timeout = timeout
+        self.stream_idle_timeout = stream_idle_timeout
+        self._user_agent = user_agent
+
+    def close(self) -> None:
+        """Closes the kept-alive connections."""
+        self._transport.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- plumbing ----------------------------------------------------------
+
+    def _headers(self, accept: str, has_body: bool) -> Dict[str, str]:
+        h = {"Accept": accept, "User-Agent": self._user_agent}
+        if has_body:
+            h["Content-Type"] = "application/json"
+        if self._token:
+            h["Authorization"] = "Bearer " + self._token
+        return h
+
+    def _do(
+        self,
+        method: str,
+        path: str,
+        body: Optional[Any] = None,
+        *,
+        want: int,
+        timeout: Optional[float],
+        raw: Optional[bytes] = None,
+    ) -> Any:
+        """Sends a request and returns the decoded JSON of a ``want`` answer
+        (None for an empty body); any other status raises its error."""
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode("utf-8"))
+        ans = self._transport.request(
+            method, path, data, self._headers("application/json", data is not None), timeout or self.timeout
+        )
+        if ans.status != want:
+            raise error_from_answer(ans.status, ans.body, ans.headers)
+        if not ans.body:
+            return None
+        try:
+            return json.loads(ans.body)
+        except ValueError as e:
+            raise Internal(f"{method} {path}: the answer is not the expected JSON: {e}", status=ans.status) from e
+
+    def _list(self, v: Any) -> List[Mapping[str, Any]]:
+        items: List[Any] = cast(List[Any], v) if isinstance(v, list) else []
+        return [cast(Mapping[str, Any], x) for x in items if isinstance(x, Mapping)]
+
+    # --- health ------------------------------------------------------------
+
+    def healthz(self, *, timeout: Optional[float] = None) -> None:
+        """Raises unless sandboxd answers."""
+        self._do("GET", "/healthz", want=200, timeout=timeout)
+
+    def readyz(self, *, timeout: Optional[float] = None) -> None:
+        """Raises (Unavailable) unless sandboxd and its engine are ready."""
+        self._do("GET", "/readyz", want=200, timeout=timeout)
+
+    # --- sandboxes ---------------------------------------------------------
+
+    def create_sandbox(
+        self,
+        conversation: str,
+        *,
+        image: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        resources: Optional[Resources] = None,
+        network: Optional[str] = None,
+        workspace_host_path: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Sandbox:
+        """Creates the conversation's sandbox. ``network`` is "none" (the
+        default) or "bridge"; ``workspace_host_path`` makes a host directory
+        the workspace (it must lie under the config's allowed_host_paths).
+        Conflict when the conversation already has a live sandbox."""
+        body: Dict[str, Any] = {"conversation": conversation}
+        if image:
+            body["image"] = image
+        if env:
+            body["env"] = dict(env)
+        if resources is not None and resources.to_json():
+            body["resources"] = resources.to_json()
+        if network:
+            body["network"] = network
+        if workspace_host_path:
+            body["workspace"] = {"host_path": workspace_host_path}
+        return Sandbox.from_json(self._do("POST", "/v1/sandboxes", body, want=201, timeout=timeout))
+
+    def list_sandboxes(self, conversation: Optional[str] = None, *, timeout: Optional[float] = None) -> List[Sandbox]:
+        """The tenant's sandboxes, of one conversation when it is given."""
+        path = "/v1/sandboxes"
+        if conversation:
+            path += "?conversation=" + urllib.parse.quote(conversation, safe="")
+        return [Sandbox.from_json(d) for d in self._list(self._do("GET", path, want=200, timeout=timeout))]
+
+    def get_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> Sandbox:
+        return Sandbox.from_json(self._do("GET", "/v1/sandboxes/" + _q(sandbox_id), want=200, timeout=timeout))
+
+    def delete_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> None:
+        """Stops everything in the sandbox and removes it."""
+        self._do("DELETE", "/v1/sandboxes/" + _q(sandbox_id), want=204, timeout=timeout)
+
+    # --- runs --------------------------------------------------------------
+
+    def create_run(
+        self,
+        conversation: str,
+        *,
+        surface: Optional[str] = None,
+        workdir: Optional[str] = None,
+        vibe: bool = False,
+        space: Optional[str] = None,
+        approval: Optional[str] = None,
+        parent: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Run:
+        """Opens a run in a conversation. ``surface`` is "default", "plan" or
+        "readonly"; ``workdir`` defaults to /workspace (relative is taken
+        from it); ``space`` is where its questions go; ``approval`` is
+        "auto" (default) or "ask" (needs a space); ``parent`` is the
+        spawning run; ``vibe`` enables background workers."""
+        body: Dict[str, Any] = {"conversation": conversation}
+        for k, v in (("surface", surface), ("workdir", workdir), ("space", space), ("approval", approval), ("parent", parent)):
+            if v:
+                body[k] = v
+        if vibe:
+            body["vibe"] = True
+        return Run.from_json(self._do("POST", "/v1/runs", body, want=201, timeout=timeout))
+
+    def get_run(self, run_id: str, *, timeout: Optional[float] = None) -> Run:
+        """The run with the tools it sees now and, in ``unavailable``, those
+        it does not and why."""
+        return Run.from_json(self._do("GET", "/v1/runs/" + _q(run_id), want=200, timeout=timeout))
+
+    def list_runs(self, *, timeout: Optional[float] = None) -> List[RunSummary]:
+        """The tenant's live runs."""
+        return [RunSummary.from_json(d) for d in self._list(self._do("GET", "/v1/runs", want=200, timeout=timeout))]
+
+    def delete_run(self, run_id: str, *, timeout: Optional[float] = None) -> None:
+        """Ends the run, its children and its workers."""
+        self._do("DELETE", "/v1/runs/" + _q(run_id), want=204, timeout=timeout)
+
+    def list_tools(self, run_id: str, *, timeout: Optional[float] = None) -> List[ToolSpec]:
+        """The tools the run may call."""
+        path = "/v1/runs/" + _q(run_id) + "/tools"
+        return [ToolSpec.from_json(d) for d in self._list(self._do("GET", path, want=200, timeout=timeout))]
+
+    # --- tool calls --------------------------------------------------------
+
+    def call_tool(self, run_id: str, name: str, args: Args = None, *, timeout: Optional[float] = None) -> ToolResult:
+        """Calls a tool with ``args`` (a dict, or JSON text). A result with
+        ``is_error`` is for the model to read, not an exception; a tool the
+        run does not see raises NotFound."""
+        path = "/v1/runs/" + _q(run_id) + "/tools/" + _q(name)
+        doc = self._do("POST", path, want=200, timeout=timeout, raw=_encode_args(args))
+        if not isinstance(doc, Mapping):
+            raise Internal(f"POST {path}: the answer is not a tool result", status=200)
+        return ToolResult.from_json(cast(Mapping[str, Any], doc))
+
+    def stream_tool(
+        self,
+        run_id: str,
+        name: str,
+        args: Args = None,
+        *,
+        timeout: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
+    ) -> ToolStream:
+        """Calls a tool with its output streamed (``Accept:
+        text/event-stream``). Iterate the answer: OutputEvent as the tool
+        prints, then the ToolResult. What fails before anything streamed
+        (401, 404, bad JSON, ...) raises here. ``timeout`` bounds the whole
+        call, ``idle_timeout`` each silence (heartbeats count)."""
+        path = "/v1/runs/" + _q(run_id) + "/tools/" + _q(name)
+        what = "POST " + path
+        total = timeout or self.timeout
+        deadline = time.monotonic() + total
+        conn, sock, resp, headers = self._transport.open_stream(
+            "POST", path, _encode_args(args), self._headers("text/event-stream", True), total
+        )
+        ctype = headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if ctype != "text/event-stream":
+            # Answered before anything streamed: exactly a plain call's answer.
+            try:
+                data = read_body(resp, sock, deadline, "POST", path, total)
+            finally:
+                conn.close()
+            if resp.status != 200:
+                raise error_from_answer(resp.status, data, headers)
+            try:
+                doc = json.loads(data)
+            except ValueError as e:
+                raise Internal(f"{what}: the answer is not the expected JSON: {e}", status=200) from e
+            return ToolStream(what, None, ToolResult.from_json(doc))
+        lines = LineReader(conn, sock, resp, what, idle_timeout or self.stream_idle_timeout, deadline, total)
+        return ToolStream(what, lines)
+
+    def call_tool_stream(
+        self,
+        run_id: str,
+        name: str,
+        args: Args = None,
+        on_output: Optional[Callable[[OutputEvent], None]] = None,
+        *,
+        timeout: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
+    ) -> ToolResult:
+        """stream_tool that hands each OutputEvent to ``on_output`` as it
+        arrives and returns the result."""
+        with self.stream_tool(run_id, name, args, timeout=timeout, idle_timeout=idle_timeout) as stream:
+            for ev in stream:
+                if isinstance(ev, OutputEvent):
+                    if on_output is not None:
+                        on_output(ev)
+                else:
+                    return ev
+            return stream.result()
+
+    # --- questions ---------------------------------------------------------
+
+    def questions(self, space: str, *, timeout: Optional[float] = None) -> List[Question]:
+        """The open questions of a space."""
+        path = "/v1/spaces/" + _q(space) + "/questions"
+        return [Question.from_json(d) for d in self._list(self._do("GET", path, want=200, timeout=timeout))]
+
+    def watch_questions(
+        self,
+        space: str,
+        *,
+        idle_timeout: Optional[float] = None,
+        timeout: Optional[float] = None,
+    ) -> QuestionStream:
+        """Opens the space's stream of questions (an iterator of
+        QuestionEvent); while it is open a human is connected to the space.
+        Returns once sandboxd has accepted it. ``idle_timeout`` bounds each
+        silence (heartbeats count); ``timeout``, when given, the whole
+        stream."""
+        path = "/v1/spaces/" + _q(space) + "/questions"
+        connect = min(timeout, self.timeout) if timeout else self.timeout
+        deadline = time.monotonic() + timeout if timeout else None
+        conn, sock, resp, headers = self._transport.open_stream(
+            "GET", path, None, self._headers("text/event-stream", False), connect
+        )
+        ctype = headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if resp.status != 200 or ctype != "text/event-stream":
+            try:
+                data = read_body(resp, sock, time.monotonic() + connect, "GET", path, connect)
+            finally:
+                conn.close()
+            if resp.status != 200:
+                raise error_from_answer(resp.status, data, headers)
+            raise Internal(f"GET {path}: sandboxd answered {ctype or 'no content type'}, not an event stream", status=200)
+        lines = LineReader(conn, sock, resp, "GET " + path, idle_timeout or self.stream_idle_timeout, deadline, timeout)
+        return QuestionStream("GET " + path, lines)
+
+    def answer_question(
+        self,
+        question_id: str,
+        choices: Optional[Iterable[int]] = None,
+        text: Optional[str] = None,
+        *,
+        skip: bool = False,
+        timeout: Optional[float] = None,
+    ) -> AnswerResult:
+        """Answers a question with option numbers (from 1) and/or free text,
+        or skips it. Conflict when it was already answered."""
+        body: Dict[str, Any] = {}
+        if skip:
+            body["skip"] = True
+        else:
+            if choices:
+                body["choices"] = [int(c) for c in choices]
+            if text:
+                body["text"] = text
+        path = "/v1/questions/" + _q(question_id) + "/answer"
+        return AnswerResult.from_json(self._do("POST", path, body, want=200, timeout=timeout) or {})

@@ -1,0 +1,354 @@
+"""The JSON shapes of API v1 (DESIGN.md section 3) as dataclasses.
+
+``from_json`` builders ignore fields they do not know, so a newer sandboxd
+that adds fields does not break an older client.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Union, cast
+
+JSON = Dict[str, Any]
+
+_FRACTION = re.compile(r"\.(\d+)")
+
+
+def parse_time(value: Optional[str]) -> Optional[_dt.datetime]:
+    """An RFC 3339 time as Go writes it (nanoseconds, ``Z``) as an aware
+    datetime; None for an absent or empty value."""
+    if not value:
+        return None
+    # datetime takes at most microseconds.
+    v = _FRACTION.sub(lambda m: "." + (m.group(1) + "000000")[:6], value, count=1)
+    return _dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+
+
+def _obj(v: Any) -> Mapping[str, Any]:
+    """v as a JSON object ({} when it is not one)."""
+    return cast(Mapping[str, Any], v) if isinstance(v, Mapping) else {}
+
+
+def _items(v: Any) -> List[Any]:
+    """v as a JSON array ([] when it is not one)."""
+    return list(cast(List[Any], v)) if isinstance(v, list) else []
+
+
+@dataclass(frozen=True)
+class Resources:
+    """A sandbox's limits; None leaves the backend's default."""
+
+    cpus: Optional[float] = None
+    memory_mb: Optional[int] = None
+    pids: Optional[int] = None
+
+    def to_json(self) -> JSON:
+        return {k: v for k, v in (("cpus", self.cpus), ("memory_mb", self.memory_mb), ("pids", self.pids)) if v}
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A sandbox as the API reports it. ``state`` is running, stopped, paused
+    or gone; ``workspace`` is the workspace root as tools see it."""
+
+    id: str
+    conversation: str
+    backend: str
+    image: str
+    state: str
+    created_at: Optional[_dt.datetime]
+    workspace: str = ""
+    deployment: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Sandbox":
+        return cls(
+            id=str(d.get("id", "")),
+            conversation=str(d.get("conversation", "")),
+            backend=str(d.get("backend", "")),
+            image=str(d.get("image", "")),
+            state=str(d.get("state", "")),
+            created_at=parse_time(d.get("created_at")),
+            workspace=str(d.get("workspace", "")),
+            deployment=str(d.get("deployment", "")),
+        )
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool definition ready to hand to a model."""
+
+    name: str
+    description: str
+    level: str  # read, write or exec
+    parallel_safe: bool
+    input_schema: JSON
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ToolSpec":
+        schema = d.get("input_schema")
+        return cls(
+            name=str(d.get("name", "")),
+            description=str(d.get("description", "")),
+            level=str(d.get("level", "")),
+            parallel_safe=bool(d.get("parallel_safe", False)),
+            input_schema=dict(_obj(schema)) if isinstance(schema, Mapping) else {"type": "object"},
+        )
+
+    def to_openai(self) -> JSON:
+        """The tool as OpenAI's chat completions API takes it in ``tools``."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.input_schema},
+        }
+
+    def to_anthropic(self) -> JSON:
+        """The tool as Anthropic's messages API takes it in ``tools``."""
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+    def to_json(self) -> JSON:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "level": self.level,
+            "parallel_safe": self.parallel_safe,
+            "input_schema": self.input_schema,
+        }
+
+
+@dataclass(frozen=True)
+class UnavailableTools:
+    """Tools a run does not see, and what would bring them in."""
+
+    tools: List[str]
+    reason: str
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "UnavailableTools":
+        return cls(tools=[str(t) for t in _items(d.get("tools"))], reason=str(d.get("reason", "")))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One agent run in a conversation, with the tools it sees now."""
+
+    id: str
+    conversation: str
+    surface: str
+    tools: List[ToolSpec]
+    unavailable: List[UnavailableTools] = field(default_factory=list[UnavailableTools])
+    workdir: str = ""
+    space: str = ""
+    approval: str = ""
+    vibe: bool = False
+    parent: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Run":
+        return cls(
+            id=str(d.get("id", "")),
+            conversation=str(d.get("conversation", "")),
+            surface=str(d.get("surface", "")),
+            tools=[ToolSpec.from_json(_obj(t)) for t in _items(d.get("tools"))],
+            unavailable=[UnavailableTools.from_json(_obj(u)) for u in _items(d.get("unavailable"))],
+            workdir=str(d.get("workdir", "")),
+            space=str(d.get("space", "")),
+            approval=str(d.get("approval", "")),
+            vibe=bool(d.get("vibe", False)),
+            parent=str(d.get("parent", "")),
+        )
+
+    def tool(self, name: str) -> Optional[ToolSpec]:
+        """The run's tool of that name, or None."""
+        return next((t for t in self.tools if t.name == name), None)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run in ``GET /v1/runs``."""
+
+    id: str
+    conversation: str
+    surface: str
+    workdir: str = ""
+    space: str = ""
+    approval: str = ""
+    vibe: bool = False
+    parent: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "RunSummary":
+        return cls(
+            id=str(d.get("id", "")),
+            conversation=str(d.get("conversation", "")),
+            surface=str(d.get("surface", "")),
+            workdir=str(d.get("workdir", "")),
+            space=str(d.get("space", "")),
+            approval=str(d.get("approval", "")),
+            vibe=bool(d.get("vibe", False)),
+            parent=str(d.get("parent", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Block:
+    """One piece of a tool result: ``text``, or an ``image`` (base64 data)."""
+
+    type: str
+    text: str = ""
+    mime_type: str = ""
+    data: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Block":
+        return cls(
+            type=str(d.get("type", "")),
+            text=str(d.get("text", "")),
+            mime_type=str(d.get("mime_type", "")),
+            data=str(d.get("data", "")),
+        )
+
+    def image_bytes(self) -> bytes:
+        """The decoded image of an image block (b"" for a text block)."""
+        return base64.b64decode(self.data) if self.data else b""
+
+    def to_json(self) -> JSON:
+        if self.type == "image":
+            return {"type": "image", "mime_type": self.mime_type, "data": self.data}
+        return {"type": self.type, "text": self.text}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call returns to the model. ``is_error`` is for the model to
+    read (bad arguments, a refused approval, ...), not an exception.
+    ``execution_count`` is eval's cell number (0 from other tools)."""
+
+    content: List[Block]
+    is_error: bool = False
+    execution_count: int = 0
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "ToolResult":
+        return cls(
+            content=[Block.from_json(_obj(b)) for b in _items(d.get("content"))],
+            is_error=bool(d.get("is_error", False)),
+            execution_count=int(d.get("execution_count") or 0),
+        )
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined by newlines."""
+        return "\n".join(b.text for b in self.content if b.type == "text")
+
+    def to_json(self) -> JSON:
+        out: JSON = {"content": [b.to_json() for b in self.content], "is_error": self.is_error}
+        if self.execution_count:
+            out["execution_count"] = self.execution_count
+        return out
+
+
+@dataclass(frozen=True)
+class OutputEvent:
+    """Output a streamed tool call produced while it ran."""
+
+    stream: str  # stdout or stderr
+    text: str
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "OutputEvent":
+        return cls(stream=str(d.get("stream", "")), text=str(d.get("text", "")))
+
+
+ToolStreamEvent = Union[OutputEvent, ToolResult]
+"""What a tool stream yields: OutputEvents, then exactly one ToolResult."""
+
+
+@dataclass(frozen=True)
+class QuestionOption:
+    """One choice of a question; options are numbered from 1."""
+
+    label: str
+    description: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "QuestionOption":
+        return cls(label=str(d.get("label", "")), description=str(d.get("description", "")))
+
+
+@dataclass(frozen=True)
+class Question:
+    """A card on a space: ``kind`` is question or permission."""
+
+    id: str
+    space: str
+    run: str
+    kind: str
+    question: str
+    context: str = ""
+    options: List[QuestionOption] = field(default_factory=list[QuestionOption])
+    allow_free_text: bool = False
+    multi_select: bool = False
+    expires_at: Optional[_dt.datetime] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Question":
+        return cls(
+            id=str(d.get("id", "")),
+            space=str(d.get("space", "")),
+            run=str(d.get("run", "")),
+            kind=str(d.get("kind", "")),
+            question=str(d.get("question", "")),
+            context=str(d.get("context", "")),
+            options=[QuestionOption.from_json(_obj(o)) for o in _items(d.get("options"))],
+            allow_free_text=bool(d.get("allow_free_text", False)),
+            multi_select=bool(d.get("multi_select", False)),
+            expires_at=parse_time(d.get("expires_at")),
+        )
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How a question ended (the data of a ``resolved`` event)."""
+
+    id: str
+    space: str
+    status: str
+    choices: List[int] = field(default_factory=list[int])
+    text: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Resolution":
+        return cls(
+            id=str(d.get("id", "")),
+            space=str(d.get("space", "")),
+            status=str(d.get("status", "")),
+            choices=[int(c) for c in _items(d.get("choices"))],
+            text=str(d.get("text", "")),
+        )
+
+
+@dataclass(frozen=True)
+class QuestionEvent:
+    """One event of a space's stream: ``type`` is question (``question`` set)
+    or resolved (``resolved`` set)."""
+
+    type: str
+    question: Optional[Question] = None
+    resolved: Optional[Resolution] = None
+
+
+@dataclass(frozen=True)
+class AnswerResult:
+    """The answer to ``POST /v1/questions/{id}/answer``: status is answered or
+    skipped."""
+
+    id: str
+    status: str
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "AnswerResult":
+        return cls(id=str(d.get("id", "")), status=str(d.get("status", "")))

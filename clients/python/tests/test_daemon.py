@@ -1,0 +1,328 @@
+"""The client against a real sandboxd (SANDBOXD_URL, SANDBOXD_TOKEN), with a
+sandbox of SANDBOXD_TEST_IMAGE (default sandboxd-sandbox:latest). The Go
+test e2e/pyclient_test.go starts the daemon and runs these; without
+SANDBOXD_URL they skip."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+from typing import List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(HERE)  # clients/python
+sys.path.insert(0, PACKAGE_DIR)  # the checkout's package, however the tests are discovered
+
+import sandboxd  # noqa: E402
+from sandboxd import OutputEvent, ToolResult  # noqa: E402
+
+URL = os.environ.get("SANDBOXD_URL", "")
+TOKEN = os.environ.get("SANDBOXD_TOKEN", "")
+IMAGE = os.environ.get("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest")
+STEP = 120.0  # seconds any one call may take on a loaded machine
+
+
+@unittest.skipUnless(URL, "set SANDBOXD_URL and SANDBOXD_TOKEN to a running sandboxd (e2e/pyclient_test.go does)")
+class AgainstDaemon(unittest.TestCase):
+    client: sandboxd.Client
+    sandbox: sandboxd.Sandbox
+    agent_run: sandboxd.Run
+    conversation: str
+    space: str
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.client = sandboxd.Client(URL, TOKEN, timeout=STEP)
+        suffix = uuid.uuid4().hex[:8]
+        cls.conversation = "py-" + suffix
+        cls.space = "py-desk-" + suffix
+        cls.sandbox = cls.client.create_sandbox(cls.conversation, image=IMAGE)
+        try:
+            cls.agent_run = cls.client.create_run(cls.conversation, space=cls.space)
+        except BaseException:
+            cls.client.delete_sandbox(cls.sandbox.id)
+            raise
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        try:
+            cls.client.delete_run(cls.agent_run.id)
+        finally:
+            cls.client.delete_sandbox(cls.sandbox.id)
+            cls.client.close()
+
+    # --- sandboxes and runs ------------------------------------------------
+
+    def test_sandbox_is_listed_and_read_back(self) -> None:
+        self.assertEqual(self.sandbox.conversation, self.conversation)
+        self.assertEqual(self.sandbox.backend, "docker")
+        self.assertEqual(self.sandbox.image, IMAGE)
+        self.assertEqual(self.sandbox.workspace, "/workspace")
+        self.assertIsNotNone(self.sandbox.created_at)
+        got = self.client.get_sandbox(self.sandbox.id)
+        self.assertEqual((got.id, got.state), (self.sandbox.id, "running"))
+        self.assertEqual([s.id for s in self.client.list_sandboxes(self.conversation)], [self.sandbox.id])
+        self.assertIn(self.sandbox.id, [s.id for s in self.client.list_sandboxes()])
+
+    def test_run_lists_its_tools(self) -> None:
+        names = [t.name for t in self.agent_run.tools]
+        for want in ("read", "write", "shell", "eval", "ask_user"):
+            self.assertIn(want, names)
+        listed = self.client.list_tools(self.agent_run.id)
+        self.assertEqual([t.name for t in listed], names)
+        got = self.client.get_run(self.agent_run.id)
+        self.assertEqual((got.id, got.conversation, got.space, got.workdir), (self.agent_run.id, self.conversation, self.space, "/workspace"))
+        self.assertIn(self.agent_run.id, [r.id for r in self.client.list_runs()])
+        shell = got.tool("shell")
+        assert shell is not None
+        self.assertEqual(shell.level, "exec")
+        self.assertEqual(shell.input_schema.get("type"), "object")
+        self.assertIn("command", shell.input_schema.get("properties", {}))
+        # Ready for the model SDKs as they are.
+        oa = shell.to_openai()
+        self.assertEqual((oa["type"], oa["function"]["name"]), ("function", "shell"))
+        self.assertIs(oa["function"]["parameters"], shell.input_schema)
+        self.assertEqual(shell.to_anthropic()["input_schema"], shell.input_schema)
+
+    def test_run_options_are_echoed_and_a_deleted_run_is_gone(self) -> None:
+        child = self.client.create_run(self.conversation, surface="readonly", workdir="sub", parent=self.agent_run.id)
+        self.assertEqual((child.surface, child.parent, child.workdir), ("readonly", self.agent_run.id, "/workspace/sub"))
+        self.assertNotIn("write", [t.name for t in child.tools])
+        self.client.delete_run(child.id)
+        with self.assertRaises(sandboxd.NotFound):
+            self.client.get_run(child.id)
+
+    # --- tool calls --------------------------------------------------------
+
+    def test_write_then_read(self) -> None:
+        w = self.client.call_tool(self.agent_run.id, "write", {"path": "notes/hello.txt", "content": "hello from python\n"})
+        self.assertFalse(w.is_error, w.text)
+        r = self.client.call_tool(self.agent_run.id, "read", {"path": "notes/hello.txt"})
+        self.assertFalse(r.is_error, r.text)
+        self.assertIn("hello from python", r.text)
+
+    def test_shell_output_streams_before_the_result(self) -> None:
+        events: List[sandboxd.ToolStreamEvent] = []
+        with self.client.stream_tool(self.agent_run.id, "shell", {"command": "echo first; sleep 2; echo second"}) as stream:
+            for ev in stream:
+                events.append(ev)
+        self.assertIsInstance(events[-1], ToolResult, events)
+        outputs = [e for e in events[:-1] if isinstance(e, OutputEvent)]
+        self.assertEqual(len(outputs), len(events) - 1, events)
+        first = next(i for i, e in enumerate(outputs) if "first" in e.text)
+        second = next(i for i, e in enumerate(outputs) if "second" in e.text)
+        # sandboxd joins the text of one stream that waits for the client, so two
+        # events mean the first was sent while the command slept.
+        self.assertLess(first, second, "the two outputs, a sleep apart, came as one event")
+        self.assertEqual({e.stream for e in outputs}, {"stdout"})
+        result = events[-1]
+        assert isinstance(result, ToolResult)
+        self.assertFalse(result.is_error)
+        self.assertIn("exit status 0", result.text)
+        self.assertIn("first", result.text)
+        self.assertIn("second", result.text)
+        self.assertIs(stream.result(), result)
+
+    def test_call_tool_stream_hands_output_and_returns_the_result(self) -> None:
+        seen: List[OutputEvent] = []
+        res = self.client.call_tool_stream(self.agent_run.id, "shell", {"command": "printf 'a\\n'; printf 'b\\n' >&2"}, seen.append)
+        self.assertEqual("".join(e.text for e in seen if e.stream == "stdout"), "a\n")
+        self.assertEqual("".join(e.text for e in seen if e.stream == "stderr"), "b\n")
+        self.assertIn("exit status 0", res.text)
+        # A tool that prints nothing still answers its result.
+        quiet = self.client.call_tool_stream(self.agent_run.id, "read", {"path": "notes-missing.txt"})
+        self.assertTrue(quiet.is_error)
+
+    def test_closing_a_tool_stream_ends_the_call(self) -> None:
+        stream = self.client.stream_tool(self.agent_run.id, "shell", {"command": "echo $$ > victim.pid; echo started; sleep 300"})
+        first = next(stream)
+        self.assertIsInstance(first, OutputEvent)
+        stream.close()
+        self.assertEqual(list(stream), [])
+        # The command is killed as when a plain call's client goes away; were
+        # it not, this call would wait behind it past its timeout.
+        deadline = time.monotonic() + STEP
+        while True:
+            res = self.client.call_tool(
+                self.agent_run.id, "shell", {"command": "kill -0 $(cat victim.pid) 2>/dev/null && echo alive || echo gone"}
+            )
+            if "gone" in res.text:
+                break
+            self.assertLess(time.monotonic(), deadline, "the streamed command still runs after its stream was closed")
+            time.sleep(0.5)
+
+    def test_eval_keeps_its_state(self) -> None:
+        a = self.client.call_tool(self.agent_run.id, "eval", {"code": "x = 21", "description": "set x"})
+        self.assertFalse(a.is_error, a.text)
+        b = self.client.call_tool(self.agent_run.id, "eval", {"code": "x * 2", "description": "double x"})
+        self.assertFalse(b.is_error, b.text)
+        self.assertIn("42", b.text)
+        self.assertEqual(b.execution_count, a.execution_count + 1)
+
+    def test_bad_arguments_are_a_result_for_the_model(self) -> None:
+        res = self.client.call_tool(self.agent_run.id, "read", {"nope": 1})
+        self.assertTrue(res.is_error)
+        self.assertIn("path", res.text)
+
+    # --- errors ------------------------------------------------------------
+
+    def test_unknown_run_is_not_found(self) -> None:
+        with self.assertRaises(sandboxd.NotFound) as cm:
+            self.client.call_tool("run_does-not-exist", "read", {"path": "x"})
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
+        self.assertIn("run_does-not-exist", str(cm.exception))
+        with self.assertRaises(sandboxd.NotFound):
+            self.client.stream_tool("run_does-not-exist", "shell", {"command": "true"})
+        with self.assertRaises(sandboxd.NotFound):
+            self.client.get_sandbox("no-such-sandbox")
+        with self.assertRaises(sandboxd.NotFound) as cm:
+            self.client.call_tool(self.agent_run.id, "no_such_tool", {})
+        self.assertIn("no_such_tool", str(cm.exception))
+
+    def test_bad_token_is_unauthorized(self) -> None:
+        with sandboxd.Client(URL, "sbx_not-a-real-token", timeout=STEP) as bad:
+            with self.assertRaises(sandboxd.Unauthorized) as cm:
+                bad.list_sandboxes()
+            self.assertEqual(cm.exception.status, 401)
+            self.assertIn("token", str(cm.exception))
+            with self.assertRaises(sandboxd.Unauthorized):
+                bad.watch_questions(self.space)
+
+    def test_bad_requests_are_invalid_argument(self) -> None:
+        with self.assertRaises(sandboxd.InvalidArgument) as cm:
+            self.client.call_tool(self.agent_run.id, "read", "[1, 2]")
+        self.assertEqual(cm.exception.status, 400)
+        with self.assertRaises(sandboxd.InvalidArgument) as cm:
+            self.client.create_run(self.conversation, approval="ask")
+        self.assertIn("space", str(cm.exception))
+
+    def test_second_sandbox_is_a_conflict(self) -> None:
+        with self.assertRaises(sandboxd.Conflict) as cm:
+            self.client.create_sandbox(self.conversation, image=IMAGE)
+        self.assertIn(self.sandbox.id, str(cm.exception))
+
+    def test_no_daemon_is_unavailable(self) -> None:
+        with sandboxd.Client("http://127.0.0.1:9", TOKEN, timeout=5) as gone:
+            with self.assertRaises(sandboxd.Unavailable) as cm:
+                gone.healthz()
+        self.assertIn("does not answer", str(cm.exception))
+
+    def test_a_call_past_its_timeout_is_deadline_exceeded(self) -> None:
+        with self.assertRaises(sandboxd.DeadlineExceeded):
+            self.client.call_tool(self.agent_run.id, "shell", {"command": "sleep 5"}, timeout=1)
+        with self.assertRaises(sandboxd.DeadlineExceeded):
+            with self.client.stream_tool(self.agent_run.id, "shell", {"command": "echo go; sleep 5"}, timeout=30, idle_timeout=1) as s:
+                s.result()
+
+    # --- questions ---------------------------------------------------------
+
+    def test_ask_user_answered_through_the_space_stream(self) -> None:
+        asked: List[Optional[ToolResult]] = [None]
+        failed: List[BaseException] = []
+
+        def ask() -> None:
+            try:
+                asked[0] = self.client.call_tool(
+                    self.agent_run.id,
+                    "ask_user",
+                    {
+                        "question": "Which database should the service use?",
+                        "context": "the config loader is being rewritten",
+                        "options": [{"label": "Postgres"}, {"label": "SQLite", "description": "for tests"}],
+                        "allow_free_text": True,
+                    },
+                )
+            except BaseException as e:  # reported on the test's thread
+                failed.append(e)
+
+        with self.client.watch_questions(self.space, idle_timeout=60) as stream:
+            asker = threading.Thread(target=ask, daemon=True)
+            asker.start()
+            q = stream.next_question()
+            self.assertEqual((q.space, q.run, q.kind), (self.space, self.agent_run.id, "question"))
+            self.assertEqual(q.question, "Which database should the service use?")
+            self.assertEqual([o.label for o in q.options], ["Postgres", "SQLite"])
+            self.assertEqual(q.options[1].description, "for tests")
+            self.assertIn(q.id, [p.id for p in self.client.questions(self.space)])
+            ans = self.client.answer_question(q.id, choices=[2], text="keep it small")
+            self.assertEqual((ans.id, ans.status), (q.id, "answered"))
+            ev = next(stream)
+            while ev.type != "resolved":
+                ev = next(stream)
+            assert ev.resolved is not None
+            self.assertEqual((ev.resolved.id, ev.resolved.status, ev.resolved.choices), (q.id, "answered", [2]))
+            asker.join(STEP)
+            self.assertFalse(asker.is_alive(), "ask_user did not return after the answer")
+        if failed:
+            raise failed[0]
+        res = asked[0]
+        assert res is not None
+        self.assertFalse(res.is_error, res.text)
+        self.assertIn("2. SQLite", res.text)
+        self.assertIn("keep it small", res.text)
+        with self.assertRaises(sandboxd.Conflict):
+            self.client.answer_question(q.id, choices=[1])
+
+    def test_closing_the_stream_from_another_thread_ends_iteration(self) -> None:
+        stream = self.client.watch_questions(self.space + "-quiet")
+        threading.Timer(0.5, stream.close).start()
+        started = time.monotonic()
+        self.assertEqual(list(stream), [])
+        self.assertLess(time.monotonic() - started, STEP)
+
+    # --- packaging and the example ------------------------------------------
+
+    def test_pip_install_without_an_index(self) -> None:
+        pip = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, text=True)
+        if pip.returncode != 0:
+            self.skipTest(f"{sys.executable} has no pip ({pip.stderr.strip()[:200]}); install python3-pip to run this test")
+        probe = "import setuptools, sys; v = tuple(int(p) for p in setuptools.__version__.split('.')[:2]); sys.exit(0 if v >= (70, 1) else 3)"
+        st = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+        if st.returncode not in (0, 3):
+            self.skipTest(f"{sys.executable} has no setuptools to build with; install python3-setuptools to run this test")
+        if st.returncode == 3 and subprocess.run([sys.executable, "-c", "import wheel"], capture_output=True).returncode != 0:
+            self.skipTest(f"{sys.executable}'s setuptools predates 70.1 and needs the wheel package to build; install python3-wheel")
+        target = tempfile.mkdtemp(prefix="sandboxd-pip-")
+        src = tempfile.mkdtemp(prefix="sandboxd-src-")
+        try:
+            # A copy, so the build leaves nothing in the checkout.
+            tree = os.path.join(src, "python")
+            shutil.copytree(PACKAGE_DIR, tree, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+            out = subprocess.run(
+                [sys.executable, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--disable-pip-version-check",
+                 "--target", target, tree],
+                capture_output=True, text=True, timeout=STEP,
+            )
+            self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+            self.assertTrue(os.path.exists(os.path.join(target, "sandboxd", "py.typed")))
+            check = subprocess.run(
+                [sys.executable, "-c", "import sandboxd, sys; print(sandboxd.__file__); sandboxd.Client().healthz()"],
+                capture_output=True, text=True, timeout=STEP, cwd=target,
+                env={**os.environ, "PYTHONPATH": target, "SANDBOXD_URL": URL, "SANDBOXD_TOKEN": TOKEN},
+            )
+            self.assertEqual(check.returncode, 0, check.stderr)
+            self.assertTrue(check.stdout.strip().startswith(target), check.stdout)
+        finally:
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.rmtree(src, ignore_errors=True)
+
+    def test_example_agent_loop_runs(self) -> None:
+        out = subprocess.run(
+            [sys.executable, os.path.join(PACKAGE_DIR, "examples", "agent_loop.py")],
+            capture_output=True, text=True, timeout=4 * STEP,
+            env={**os.environ, "PYTHONPATH": PACKAGE_DIR, "SANDBOXD_URL": URL, "SANDBOXD_TOKEN": TOKEN, "SANDBOXD_IMAGE": IMAGE},
+        )
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("fib(20) = 6765", out.stdout)
+        self.assertIn("done:", out.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
