@@ -230,6 +230,20 @@ func (c *Client) Claim(ctx context.Context, holder string, epoch int64) error {
 	return err
 }
 
+// SetEnv sets the sandbox's environment: every command the agent starts
+// afterwards gets env over the image's environment and under its request's
+// own (proto.SetEnvRequest). It is set once, when a pool sandbox is
+// claimed, before any command ran; otherwise it fails with
+// errdefs.ErrFailedPrecondition, unless env is what was set already.
+func (c *Client) SetEnv(ctx context.Context, env map[string]string) error {
+	if c.hello != nil && !c.hello.SandboxEnv {
+		return errdefs.FailedPrecondition("the sandbox agent (pid %d, started %s) predates setting a sandbox's environment; restart the sandbox's agent with the current sandbox-agent binary",
+			c.hello.PID, c.hello.StartedAt.Format(time.RFC3339))
+	}
+	_, err := c.call(ctx, &proto.Request{Op: proto.OpSetEnv, SetEnv: &proto.SetEnvRequest{Env: env}})
+	return err
+}
+
 // Done is closed when the session has ended (pipe dropped or Close).
 func (c *Client) Done() <-chan struct{} { return c.sess.CloseChan() }
 

@@ -96,6 +96,22 @@ func TestClaimNeedsAFencingAgent(t *testing.T) {
 	}
 }
 
+// An agent from before sandbox environments is not sent set_env: it would
+// answer an unknown op, and the caller learns what to do instead.
+func TestSetEnvNeedsAnAgentThatTakesIt(t *testing.T) {
+	a, b := net.Pipe()
+	go fakeAgent(b, proto.HelloResponse{Version: proto.Version, PID: 42, Fencing: true})
+	c, err := agent.NewClient(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	err = c.SetEnv(context.Background(), map[string]string{"FOO": "bar"})
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "predates setting a sandbox's environment") {
+		t.Fatalf("set_env on an agent without it = %v, want failed_precondition", err)
+	}
+}
+
 // BenchmarkReadFile4K measures one 4 KiB ReadFile round trip over an
 // in-memory pipe: the agent protocol's per-request overhead.
 func BenchmarkReadFile4K(b *testing.B) {

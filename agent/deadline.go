@@ -13,8 +13,8 @@ import (
 // holding its caller, and whatever queues behind that caller, for good. An
 // earlier deadline of the caller's still wins.
 const (
-	// defaultQuickTimeout bounds hello, stat, spawn, signal, list, claim
-	// and the attaching of attach and dial.
+	// defaultQuickTimeout bounds hello, stat, spawn, signal, list, claim,
+	// set_env and the attaching of attach and dial.
 	defaultQuickTimeout = 30 * time.Second
 	// defaultFileTimeout bounds reads, writes and walks: a batch of large
 	// files or a walk of a big tree takes a while on a loaded sandbox.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // TestDebugOverHTTP drives a Python debug session through the built daemon
@@ -41,11 +43,14 @@ func TestDebugOverHTTP(t *testing.T) {
 		return out
 	}
 	mustCall(t, d, run.ID, "write", map[string]any{"path": "requirements.txt", "content": ""})
-	mustCall(t, d, run.ID, "write", map[string]any{"path": "calc.py", "content": "def double(v):\n    r = v * 2\n    return r\n\nprint('double', double(21))\n"})
+	const calc = "def double(v):\n    r = v * 2\n    return r\n\nprint('double', double(21))\n"
+	mustCall(t, d, run.ID, "write", map[string]any{"path": "calc.py", "content": calc})
+	// Positions are found in the file's text, not counted by hand.
+	ret, module := toolstest.LineOf(t, calc, "return r"), toolstest.LineOf(t, calc, "print('double'")
 
 	debug(run.ID, map[string]any{"operation": "adapters"}, "debugpy (Python): usable")
-	debug(run.ID, map[string]any{"operation": "breakpoints", "file": "calc.py", "lines": []int{3}}, "sent when you launch")
-	debug(run.ID, map[string]any{"operation": "launch", "program": "calc.py"}, "Stopped: breakpoint", "calc.py:3", "double", "return r")
+	debug(run.ID, map[string]any{"operation": "breakpoints", "file": "calc.py", "lines": []int{ret}}, "sent when you launch")
+	debug(run.ID, map[string]any{"operation": "launch", "program": "calc.py"}, "Stopped: breakpoint", fmt.Sprintf("calc.py:%d", ret), "double", "return r")
 	if _, err := call(t, d, run.ID, "debug", map[string]any{"operation": "launch", "program": "calc.py"}); err == nil || !strings.Contains(err.Error(), "terminate first") {
 		t.Fatalf("a second launch: %v", err)
 	}
@@ -56,7 +61,7 @@ func TestDebugOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	debug(run2.ID, map[string]any{"operation": "stack"}, "double at calc.py:3", "<module> at calc.py:5")
+	debug(run2.ID, map[string]any{"operation": "stack"}, fmt.Sprintf("double at calc.py:%d", ret), fmt.Sprintf("<module> at calc.py:%d", module))
 	debug(run2.ID, map[string]any{"operation": "evaluate", "expression": "r + 1"}, "= 43")
 	// continue waits a short grace for the program to end; on a loaded
 	// machine the exit may come after it ("Running"), and status says it.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // TestLSPOverHTTP drives gopls in a Docker sandbox through the built daemon:
@@ -40,24 +41,31 @@ func TestLSPOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustCall(t, d, run.ID, "write", map[string]any{"path": "calc/go.mod", "content": "module example.com/calc\n\ngo 1.26\n"})
-	mustCall(t, d, run.ID, "write", map[string]any{"path": "calc/add.go", "content": "package calc\n\n// Add sums two ints.\nfunc Add(a, b int) int { return a + b }\n"})
-	mustCall(t, d, run.ID, "write", map[string]any{"path": "calc/use.go", "content": "package calc\n\nfunc Twice(x int) int { return Add(x, x) }\n"})
+	fx := toolstest.Fixture{
+		"calc/go.mod": "module example.com/calc\n\ngo 1.26\n",
+		"calc/add.go": "package calc\n\n// Add sums two ints.\nfunc Add(a, b int) int { return a + b }\n",
+		"calc/use.go": "package calc\n\nfunc Twice(x int) int { return Add(x, x) }\n",
+	}
+	for _, name := range []string{"calc/go.mod", "calc/add.go", "calc/use.go"} {
+		mustCall(t, d, run.ID, "write", map[string]any{"path": name, "content": fx[name]})
+	}
+	// Positions are found in the files' text, not counted by hand.
+	add, twice := fx.Line(t, "calc/add.go", "func Add("), fx.At(t, "calc/use.go", "func Twice(")
 
-	out := mustCall(t, d, run.ID, "lsp", map[string]any{"action": "definition", "file": "calc/use.go", "line": 3, "symbol": "Add"})
-	if !strings.Contains(out, "calc/add.go:4: func Add(a, b int) int { return a + b }") {
+	out := mustCall(t, d, run.ID, "lsp", map[string]any{"action": "definition", "file": "calc/use.go", "line": fx.Line(t, "calc/use.go", "return Add(x, x)"), "symbol": "Add"})
+	if !strings.Contains(out, fx.At(t, "calc/add.go", "func Add(")+" func Add(a, b int) int { return a + b }") {
 		t.Fatalf("definition = %q", out)
 	}
 	out = mustCall(t, d, run.ID, "edit", map[string]any{"path": "calc/use.go", "old": "return Add(x, x)", "new": "return Add(x, \"x\")"})
-	if !strings.Contains(out, "1 new problem(s)") || !strings.Contains(out, "calc/use.go:3: error") {
+	if !strings.Contains(out, "1 new problem(s)") || !strings.Contains(out, twice+" error") {
 		t.Fatalf("edit introducing an error did not report it: %q", out)
 	}
 	out = mustCall(t, d, run.ID, "edit", map[string]any{"path": "calc/use.go", "old": "return Add(x, \"x\")", "new": "return Add(x, x)"})
 	if !strings.Contains(out, "no new problems") {
 		t.Fatalf("fixing edit: %q", out)
 	}
-	out = mustCall(t, d, run.ID, "lsp_rename", map[string]any{"file": "calc/add.go", "line": 4, "symbol": "Add", "new_name": "Sum"})
-	if !strings.Contains(out, `renamed "Add" to "Sum"`) || !strings.Contains(out, "calc/use.go:3:") {
+	out = mustCall(t, d, run.ID, "lsp_rename", map[string]any{"file": "calc/add.go", "line": add, "symbol": "Add", "new_name": "Sum"})
+	if !strings.Contains(out, `renamed "Add" to "Sum"`) || !strings.Contains(out, twice) {
 		t.Fatalf("rename = %q", out)
 	}
 	if out := mustCall(t, d, run.ID, "read", map[string]any{"path": "calc/use.go"}); !strings.Contains(out, "return Sum(x, x)") {
@@ -69,8 +77,8 @@ func TestLSPOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out = mustCall(t, d, run2.ID, "lsp", map[string]any{"action": "references", "file": "calc/add.go", "line": 4, "symbol": "Sum"})
-	if !strings.Contains(out, "calc/use.go:3: func Twice(x int) int { return Sum(x, x) }") {
+	out = mustCall(t, d, run2.ID, "lsp", map[string]any{"action": "references", "file": "calc/add.go", "line": add, "symbol": "Sum"})
+	if !strings.Contains(out, twice+" func Twice(x int) int { return Sum(x, x) }") {
 		t.Fatalf("references after a daemon restart = %q", out)
 	}
 	out = mustCall(t, d, run2.ID, "lsp", map[string]any{"action": "status"})

@@ -119,6 +119,13 @@ func (p *pool) take() (warm, bool) {
 	return w, true
 }
 
+// putBack returns w, taken but not handed out, to the front of ready.
+func (p *pool) putBack(w warm) {
+	p.mu.Lock()
+	p.ready = append([]warm{w}, p.ready...)
+	p.mu.Unlock()
+}
+
 func (p *pool) count(outcome string) {
 	p.mu.Lock()
 	p.claims[outcome]++

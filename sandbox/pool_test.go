@@ -193,6 +193,81 @@ func TestPoolClaimCarriesNothingOfAPreviousClaim(t *testing.T) {
 	}
 }
 
+// echoIn runs script in the conversation's sandbox and returns its output.
+func echoIn(t *testing.T, m *Manager, tenant, conv, script string, env map[string]string) string {
+	t.Helper()
+	c, _, err := m.Agent(testCtx(t), tenant, conv)
+	if err != nil {
+		t.Fatalf("Agent(%s/%s): %v", tenant, conv, err)
+	}
+	r, err := c.Exec(testCtx(t), &proto.ExecRequest{Argv: []string{"sh", "-c", script}, Env: env})
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("exec %q in %s/%s: %v %+v", script, tenant, conv, err, r)
+	}
+	return strings.TrimSpace(string(r.Stdout))
+}
+
+// A spec with env is claimed from the pool and its commands see the env
+// under their own; the next claim's sandbox has none of it.
+func TestPoolClaimAppliesEnv(t *testing.T) {
+	f := newPoolFake(t)
+	m := startManager(t, f, WithPools(PoolSpec{Image: "img", Size: 1}))
+	ctx := testCtx(t)
+	eventually(t, "the pool holds 1", func() bool { return ready(m, "img") == 1 })
+	info, err := m.Create(ctx, Spec{Tenant: "alice", Conversation: "c", Image: "img", Env: map[string]string{"FOO": "bar", "BAZ": "1"}})
+	if err != nil {
+		t.Fatalf("Create with env: %v", err)
+	}
+	if info.Labels[LabelPool] == "" || claims(m, "img", PoolClaimed) != 1 {
+		t.Fatalf("a create with env was not served from the pool: %+v", info)
+	}
+	if got := echoIn(t, m, "alice", "c", `echo "$FOO $BAZ"`, nil); got != "bar 1" {
+		t.Errorf("the claimed sandbox sees %q, want \"bar 1\"", got)
+	}
+	if got := echoIn(t, m, "alice", "c", `echo "$FOO $BAZ"`, map[string]string{"FOO": "mine"}); got != "mine 1" {
+		t.Errorf("an exec with its own FOO sees %q, want \"mine 1\"", got)
+	}
+
+	eventually(t, "the pool refilled", func() bool { return ready(m, "img") == 1 })
+	next, err := m.Create(ctx, Spec{Tenant: "bob", Conversation: "c", Image: "img"})
+	if err != nil {
+		t.Fatalf("second Create: %v", err)
+	}
+	if next.ID == info.ID || next.Labels[LabelPool] == "" {
+		t.Fatalf("second claim got %+v, want another pool sandbox than %s", next, info.ID)
+	}
+	if got := echoIn(t, m, "bob", "c", `echo "${FOO-unset} ${BAZ-unset}"`, nil); got != "unset unset" {
+		t.Errorf("the next claim's sandbox sees %q of the previous claim's env, want none", got)
+	}
+}
+
+// A warm sandbox whose agent refuses the env (here: it ran a command
+// already) is not handed out; the claim takes the next, or goes cold.
+func TestPoolClaimDiscardsASandboxThatRefusesTheEnv(t *testing.T) {
+	f := newPoolFake(t)
+	m := startManager(t, f, WithPools(PoolSpec{Image: "img", Size: 2}))
+	ctx := testCtx(t)
+	eventually(t, "the pool holds 2", func() bool { return ready(m, "img") == 2 })
+	p := m.pools["img"]
+	p.mu.Lock()
+	used := p.ready[0]
+	p.mu.Unlock()
+	if _, err := used.c.Exec(ctx, &proto.ExecRequest{Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := m.Create(ctx, Spec{Tenant: "t", Conversation: "c", Image: "img", Env: map[string]string{"FOO": "bar"}})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if info.ID == used.info.ID || info.Labels[LabelPool] == "" {
+		t.Fatalf("claimed %+v; want the second warm sandbox, not %s which refused the env", info, used.info.ID)
+	}
+	if got := echoIn(t, m, "t", "c", `echo "$FOO"`, nil); got != "bar" {
+		t.Errorf("the second warm sandbox sees FOO=%q, want bar", got)
+	}
+	eventually(t, "the refusing one was removed", func() bool { _, err := f.Inspect(ctx, used.info.ID); return err != nil })
+}
+
 func TestPoolWithMissingImageSaysSoAndColdCreatesWork(t *testing.T) {
 	f := newPoolFake(t, "gone:latest")
 	m := startManager(t, f, WithPools(PoolSpec{Image: "gone:latest", Size: 2}, PoolSpec{Image: "img", Size: 1}))
@@ -229,7 +304,6 @@ func TestPoolMismatchedSpecIsCreatedCold(t *testing.T) {
 	ctx := testCtx(t)
 	eventually(t, "the pool holds 1", func() bool { return ready(m, "img") == 1 })
 	for i, spec := range []Spec{
-		{Env: map[string]string{"A": "1"}},
 		{Resources: Resources{MemoryMB: 512}},
 		{Network: "bridge"},
 		{HostWorkspace: t.TempDir()},

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -10,10 +11,11 @@ import (
 
 // poolFor is the pool that can serve spec, nil when none can. A pool
 // sandbox is made with the defaults only (resources, no network, no env,
-// its own workspace volume), and none of them can change after the fact:
-// a spec asking for anything else is created cold.
+// its own workspace volume). Its env is set at the claim, through the
+// agent (handOver); the others cannot change after the fact, so a spec
+// asking for any of them is created cold.
 func (m *Manager) poolFor(spec Spec) *pool {
-	if len(m.pools) == 0 || spec.Pool != "" || spec.HostWorkspace != "" || len(spec.Env) > 0 ||
+	if len(m.pools) == 0 || spec.Pool != "" || spec.HostWorkspace != "" ||
 		spec.Resources != (Resources{}) || (spec.Network != "" && spec.Network != "none") {
 		return nil
 	}
@@ -40,6 +42,13 @@ func (m *Manager) claim(ctx context.Context, p *pool, spec Spec) (Info, bool) {
 			return Info{}, false
 		}
 		info, err := m.handOver(ctx, claimer, w, spec)
+		if errors.Is(err, errNoSandboxEnv) {
+			// Not this spec's, but good for the next one without env.
+			p.putBack(w)
+			p.count(PoolFailed)
+			m.log.Warn("pool sandbox cannot take a claim's env; created cold", "id", w.info.ID, "image", p.spec.Image, "err", err)
+			return Info{}, false
+		}
 		// The refill starts after the hand-over, not beside it: its engine
 		// calls would only slow the claim down.
 		p.wake()
@@ -54,19 +63,29 @@ func (m *Manager) claim(ctx context.Context, p *pool, spec Spec) (Info, bool) {
 	return Info{}, false
 }
 
+// errNoSandboxEnv: the warm sandbox's agent cannot set a sandbox's env.
+var errNoSandboxEnv = errdefs.FailedPrecondition("the pool sandbox's agent predates setting a sandbox's environment")
+
 // handOver checks that w's agent still answers, claims w in the engine
-// for spec's owner and maps it with its open pipe.
+// for spec's owner, sets spec's env through the agent and maps it with its
+// open pipe. The env is set after the engine's claim, so that a claim lost
+// to another replica leaves that replica's sandbox untouched, and before
+// the pipe is mapped, so that no command of the conversation starts
+// without it.
 func (m *Manager) handOver(ctx context.Context, claimer Claimer, w warm, spec Spec) (Info, error) {
 	if isDone(w.c) {
 		m.discard(w, "its agent pipe dropped")
 		return Info{}, errdefs.Unavailable("the agent pipe of pool sandbox %s dropped", w.info.ID)
 	}
 	hctx, cancel := context.WithTimeout(ctx, claimHelloTimeout)
-	_, err := w.c.Hello(hctx)
+	h, err := w.c.Hello(hctx)
 	cancel()
 	if err != nil {
 		m.discard(w, "its agent did not answer a hello")
 		return Info{}, errdefs.Unavailable("the agent of pool sandbox %s did not answer: %v", w.info.ID, err)
+	}
+	if len(spec.Env) > 0 && !h.SandboxEnv {
+		return Info{}, errNoSandboxEnv
 	}
 	info, err := claimer.Claim(ctx, w.info, Owner{Tenant: spec.Tenant, Conversation: spec.Conversation})
 	if errors.Is(err, errdefs.ErrConflict) {
@@ -78,6 +97,17 @@ func (m *Manager) handOver(ctx context.Context, claimer Claimer, w warm, spec Sp
 		// stay beside the cold one the caller makes now.
 		m.discard(w, "the engine did not record the claim")
 		return Info{}, m.backendErr("claim pool sandbox "+w.info.ID, err)
+	}
+	if len(spec.Env) > 0 {
+		ectx, cancel := context.WithTimeout(ctx, claimHelloTimeout)
+		err := w.c.SetEnv(ectx, spec.Env)
+		cancel()
+		if err != nil {
+			// Ours in the engine now, but without the env it was claimed
+			// with it must not serve the conversation.
+			m.discard(w, "its agent did not take the claim's env")
+			return Info{}, fmt.Errorf("set the env of pool sandbox %s: %w", w.info.ID, err)
+		}
 	}
 	c := w.c
 	if hook := m.opts.attachHook; hook != nil {

@@ -28,7 +28,7 @@ k8s_env=/var/lib/sandboxd-k8s/env
 #           containerd  also containerd's socket (the image is synced from Docker)
 #           cluster     also $k8s_env (scripts/k8s-up.sh, make cluster-up)
 #           replicas    also SANDBOXD_TEST_REPLICAS (make cluster-deploy's last line)
-#   kind:   cmd PKG           go run PKG --out BENCHMARKS.md [--smoke] (core: and BENCH_FLAGS)
+#   kind:   cmd PKG [FLAG]    go run PKG --out BENCHMARKS.md [--smoke] [FLAG] (core: and BENCH_FLAGS)
 #           test PKG RUN      go test PKG -run RUN (SANDBOXD_BENCH_EVAL=1, SANDBOXD_BENCH_OUT, SANDBOXD_BENCH_SMOKE)
 #           gobench PKG NAME  go test PKG -bench NAME -benchtime 1x (SANDBOXD_BENCH_WRITE, SANDBOXD_BENCH_SMOKE)
 # A new family is one line here (and, where it needs a setting, a case in has_setting). A cmd
@@ -44,6 +44,7 @@ families=(
 	"containerd containerd cmd ./cmd/containerdbench"
 	"watch      docker     cmd ./cmd/watchbench"
 	"pools      docker     cmd ./cmd/poolbench"
+	"pools-kubernetes cluster cmd ./cmd/poolbench -backend=kubernetes"
 	"kubernetes cluster    cmd ./cmd/kubebench"
 	"replicas   replicas   cmd ./cmd/replicabench"
 )
@@ -94,6 +95,7 @@ run_family() {
 	cmd)
 		local extra=()
 		if [ "$name" = core ] && [ -n "${BENCH_FLAGS:-}" ]; then read -r -a extra <<<"$BENCH_FLAGS"; fi
+		if [ -n "$arg" ]; then extra+=("$arg"); fi
 		"$GO" run "${goflags[@]}" "$pkg" --out "$out" "${smokeflag[@]}" "${extra[@]}"
 		;;
 	test) SANDBOXD_BENCH_EVAL=1 SANDBOXD_BENCH_OUT=$out "$GO" test "${goflags[@]}" -count=1 -run "$arg" -v "$pkg" ;;

@@ -3,17 +3,20 @@ package daemon
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// buildCmd prepares argv to run in its own process group with env added to
-// the daemon's environment.
-func buildCmd(argv []string, dir string, env map[string]string) (*exec.Cmd, error) {
+// buildCmd prepares argv to run in its own process group with the
+// sandbox's environment (sandboxEnv) added to the daemon's, and env over
+// both: exec.Cmd keeps the last value of a name.
+func buildCmd(argv []string, dir string, sandboxEnv, env map[string]string) (*exec.Cmd, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errdefs.InvalidArgument("argv is empty; give the program and its arguments")
 	}
@@ -34,6 +37,9 @@ func buildCmd(argv []string, dir string, env map[string]string) (*exec.Cmd, erro
 	cmd.Err = nil
 	cmd.Dir = dir
 	cmd.Env = os.Environ()
+	for _, k := range slices.Sorted(maps.Keys(sandboxEnv)) {
+		cmd.Env = append(cmd.Env, k+"="+sandboxEnv[k])
+	}
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
 			return nil, errdefs.InvalidArgument("environment variable %q is not valid; names must be non-empty without '=' or NUL", k)

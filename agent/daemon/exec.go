@@ -34,7 +34,11 @@ const (
 // group is killed at the timeout or when the client goes, and children it
 // leaves running after a normal exit keep running.
 func (s *Server) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecRequest) (*proto.ExecResponse, error) {
-	cmd, err := buildCmd(r.Argv, r.Dir, r.Env)
+	base, err := s.env.forCommand()
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := buildCmd(r.Argv, r.Dir, base, r.Env)
 	if err != nil {
 		return nil, err
 	}

@@ -88,11 +88,17 @@ func (f *fence) store(holder string, epoch int64) error {
 		return nil
 	}
 	b, _ := json.Marshal(fenceRecord{Holder: holder, Epoch: epoch})
-	dir := filepath.Dir(f.path)
+	return writeDurable(f.path, b)
+}
+
+// writeDurable replaces the file at path by b atomically and durably: a
+// daemon killed at any point finds either the old content or the new.
+func writeDurable(path string, b []byte) error {
+	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, "."+fenceFile+".new")
+	tmp := filepath.Join(dir, "."+filepath.Base(path)+".new")
 	t, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
@@ -105,7 +111,7 @@ func (f *fence) store(holder string, epoch int64) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, f.path)
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		os.Remove(tmp)

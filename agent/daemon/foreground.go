@@ -12,7 +12,7 @@ import (
 // (128+signal when signalled). Cancelling ctx kills the group. It is how a
 // container's init runs its main command without the reaper taking its status.
 func (s *Server) RunForeground(ctx context.Context, argv []string, stdin, stdout, stderr *os.File) (int, error) {
-	cmd, err := buildCmd(argv, "", nil)
+	cmd, err := buildCmd(argv, "", nil, nil) // the container's own command: before any claim
 	if err != nil {
 		return 0, err
 	}

@@ -75,7 +75,8 @@ func newProcTable(r reaper, bufSize, retainCount int, retainFor time.Duration) *
 	return &procTable{reaper: r, bufSize: bufSize, retainCount: retainCount, retainFor: retainFor, byID: map[string]*process{}}
 }
 
-func (t *procTable) spawn(r *proto.SpawnRequest) (proto.ProcessInfo, error) {
+// spawn starts r's process with sandboxEnv under r's own Env.
+func (t *procTable) spawn(r *proto.SpawnRequest, sandboxEnv map[string]string) (proto.ProcessInfo, error) {
 	if r.ExtraPipes < 0 || r.ExtraPipes > maxExtraPipes {
 		return proto.ProcessInfo{}, errdefs.InvalidArgument("extra_pipes is %d; ask for 0 to %d", r.ExtraPipes, maxExtraPipes)
 	}
@@ -86,7 +87,7 @@ func (t *procTable) spawn(r *proto.SpawnRequest) (proto.ProcessInfo, error) {
 		}
 		argv = append([]string{t.self}, argv[1:]...)
 	}
-	cmd, err := buildCmd(argv, r.Dir, r.Env)
+	cmd, err := buildCmd(argv, r.Dir, sandboxEnv, r.Env)
 	if err != nil {
 		return proto.ProcessInfo{}, err
 	}

@@ -47,6 +47,7 @@ type Server struct {
 	guard     *pidGuard     // nil: no pids limit to keep a reserve of, or exec is not supervised
 	guardDone chan struct{} // closed by Close, stops the guard
 	fence     *fence        // the highest claim (fence.go)
+	env       *sandboxEnv   // what every command gets under its own env (sandboxenv.go)
 	watches   *watchHub     // workspace watches, one per root (watch.go)
 
 	// mu guards listeners, sessions, execs and closed.
@@ -161,6 +162,10 @@ func New(opts ...Option) *Server {
 	}
 	s.watches = newWatchHub(o.log)
 	s.fence = openFence(o.stateDir)
+	s.env = openSandboxEnv(o.stateDir)
+	if s.env.broken != nil {
+		o.log.Error("the agent cannot read the sandbox's environment; every command fails", "err", s.env.broken)
+	}
 	if s.fence.broken != nil {
 		o.log.Error("the agent cannot fence its sandbox; every claim fails", "err", s.fence.broken)
 	}
@@ -430,7 +435,7 @@ func (s *Server) dispatch(ctx context.Context, sess *session, st *yamux.Stream, 
 	case proto.OpHello:
 		return &proto.Response{Hello: &proto.HelloResponse{
 			Version: proto.Version, PID: os.Getpid(), StartedAt: s.startedAt, Hostname: s.hostname,
-			FDHandoff: true, Fencing: true, Watch: true, RawData: true,
+			FDHandoff: true, Fencing: true, Watch: true, RawData: true, SandboxEnv: true,
 		}}, nil, nil
 	case proto.OpReadFile:
 		if req.ReadFile == nil {
@@ -489,7 +494,11 @@ func (s *Server) dispatch(ctx context.Context, sess *session, st *yamux.Stream, 
 		if s.isClosed() {
 			return nil, nil, errdefs.Unavailable("the agent daemon is shutting down; reconnect and retry")
 		}
-		p, err := s.procs.spawn(req.Spawn)
+		base, err := s.env.forCommand()
+		if err != nil {
+			return nil, nil, err
+		}
+		p, err := s.procs.spawn(req.Spawn, base)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -537,6 +546,11 @@ func (s *Server) dispatch(ctx context.Context, sess *session, st *yamux.Stream, 
 			return nil, nil, missing()
 		}
 		return &proto.Response{}, nil, s.fence.claim(sess, req.Claim)
+	case proto.OpSetEnv:
+		if req.SetEnv == nil {
+			return nil, nil, missing()
+		}
+		return &proto.Response{}, nil, s.env.apply(req.SetEnv)
 	case "":
 		return nil, nil, errdefs.InvalidArgument("the request has no op; set \"op\" to one of the protocol's operations")
 	default:

@@ -48,6 +48,7 @@ const (
 	OpDial       Op = "dial"        // DialRequest -> Empty, then raw bytes
 	OpClaim      Op = "claim"       // ClaimRequest -> Empty
 	OpWatch      Op = "watch"       // WatchRequest -> WatchResponse, then WatchEvent frames (WatchControl frames back)
+	OpSetEnv     Op = "set_env"     // SetEnvRequest -> Empty
 )
 
 // Request is the first frame of every stream. Exactly one of the pointer
@@ -76,6 +77,7 @@ type Request struct {
 	Dial       *DialRequest       `json:"dial,omitempty"`
 	Claim      *ClaimRequest      `json:"claim,omitempty"`
 	Watch      *WatchRequest      `json:"watch,omitempty"`
+	SetEnv     *SetEnvRequest     `json:"set_env,omitempty"`
 }
 
 // Response is the first frame the agent writes back. Error is set when the
@@ -124,6 +126,9 @@ type HelloResponse struct {
 	// ignore the field and answer in JSON, so the client sets it only
 	// when this is set.
 	RawData bool `json:"raw_data,omitempty"`
+	// SandboxEnv says the daemon takes OpSetEnv. An older daemon answers
+	// it as an unknown op; the client refuses to send it without asking.
+	SandboxEnv bool `json:"sandbox_env,omitempty"`
 }
 
 // HandoffByte opens a connection that hands over descriptors; a yamux
@@ -421,6 +426,21 @@ type DialRequest struct {
 type ClaimRequest struct {
 	Holder string `json:"holder"`
 	Epoch  int64  `json:"epoch"`
+}
+
+// SetEnvRequest sets the sandbox's environment: every exec and spawn the
+// daemon starts afterwards gets Env over the daemon's own environment (the
+// image's and the engine's), and the request's own Env over both. It is how
+// a pool sandbox, made generic, takes the environment of the request that
+// claims it. The sandbox's environment is set once, by the claim: the
+// daemon refuses with CodeFailedPrecondition a SetEnv once it has started
+// a command (exec or spawn), or once an earlier SetEnv recorded other
+// values; the same values again succeed (a retried claim). The daemon
+// keeps it in its state dir when it has one, so that a restarted daemon
+// applies it still. Names must be non-empty, without '=' or NUL, and
+// values without NUL.
+type SetEnvRequest struct {
+	Env map[string]string `json:"env"`
 }
 
 // WatchRequest watches the workspace Root for changes made by anything in

@@ -20,7 +20,7 @@ import (
 
 // apiRun measures through a real sandboxd: `POST /v1/sandboxes` until
 // 201, a claim (the pooled image with the defaults) next to a cold create
-// (the same image asking for one env variable, which no pool sandbox has),
+// (the same image asking for a memory limit, which no pool sandbox has),
 // alternating, in one sandboxd whose deployment is dep.
 func apiRun(ctx context.Context, f flags, agentBin, dep string) (cold, warm []time.Duration, err error) {
 	dir, err := os.MkdirTemp("", "sandboxd-pool-bench-api-")
@@ -105,7 +105,7 @@ func apiRun(ctx context.Context, f flags, agentBin, dep string) (cold, warm []ti
 	}
 	for i := range f.rounds {
 		if err := timed(api.CreateSandboxRequest{Conversation: "api-cold-" + strconv.Itoa(i), Image: f.image,
-			Env: map[string]string{"POOLBENCH": "cold"}}, &cold); err != nil {
+			Resources: &api.Resources{MemoryMB: coldMemoryMB}}, &cold); err != nil {
 			return nil, nil, fmt.Errorf("cold create %d through the API: %w", i, err)
 		}
 		if err := waitFull(); err != nil {
@@ -121,6 +121,10 @@ func apiRun(ctx context.Context, f flags, agentBin, dep string) (cold, warm []ti
 	}
 	return cold, warm, nil
 }
+
+// coldMemoryMB is the memory limit the API's cold creates ask for: any
+// limit keeps a create off the pool (env no longer does: a claim sets it).
+const coldMemoryMB = 768
 
 // metric reads one series off /metrics.
 func metric(ctx context.Context, url, series string) (float64, error) {

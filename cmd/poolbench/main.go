@@ -1,19 +1,29 @@
 // Command poolbench measures a warm-pool claim next to a cold create on
-// the Docker backend in the same run, and rewrites the pools section of
-// BENCHMARKS.md. Two deployments share the engine: one keeps a pool of the
-// image, the other has none. Each round makes one cold sandbox and claims
-// one warm one (after the pool has refilled, as in a steady state where
-// claims come slower than the refill), each timed until Manager.Create
-// returned and until the first agent call answered, and deletes both.
+// one backend in the same run, and rewrites the pools section of
+// BENCHMARKS.md (pools-kubernetes with -backend kubernetes). Two
+// deployments share the engine: one keeps a pool of the image, the other
+// has none. Each round makes one cold sandbox, claims one warm one and
+// claims another asking for one env variable (each after the pool has
+// refilled, as in a steady state where claims come slower than the
+// refill), each timed until Manager.Create returned and until the first
+// agent call answered, and deletes them.
 //
-// With -sandboxd (default bin/sandboxd, after `make build`) it measures the
-// same through a real sandboxd too: `POST /v1/sandboxes` until 201, a claim
-// next to a cold create (the same image asking for an env variable, which
-// no pool sandbox has), in one sandboxd.
+// With -sandboxd (default bin/sandboxd, after `make build`; Docker only) it
+// measures the same through a real sandboxd too: `POST /v1/sandboxes` until
+// 201, a claim next to a cold create (the same image asking for a memory
+// limit, which no pool sandbox has), in one sandboxd.
 //
 // Run from the repository root with the image in Docker:
 //
 //	go run ./cmd/poolbench [-image sandboxd-sandbox:latest] [-rounds 20] [-out BENCHMARKS.md]
+//
+// or, with a cluster up (scripts/k8s-up.sh; source /var/lib/sandboxd-k8s/env,
+// which sets KUBECONFIG and SANDBOXD_TEST_K8S_AGENT_IMAGE):
+//
+//	go run ./cmd/poolbench -backend kubernetes
+//
+// A smoke run (-smoke) of -backend kubernetes without KUBECONFIG says why it
+// skips and exits 0: the test command's smoke run works without a cluster.
 package main
 
 import (
@@ -25,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
@@ -49,7 +60,7 @@ type flags struct {
 func main() {
 	var f flags
 	flag.StringVar(&f.backend, "backend", "docker", "docker, or kubernetes (KUBECONFIG set; writes the pools-kubernetes section, no API figures)")
-	flag.StringVar(&f.agentImage, "agent-image", kubernetes.DefaultAgentImage, "kubernetes: image carrying sandbox-agent, imported into the node")
+	flag.StringVar(&f.agentImage, "agent-image", envOr("SANDBOXD_TEST_K8S_AGENT_IMAGE", kubernetes.DefaultAgentImage), "kubernetes: image carrying sandbox-agent, imported into the node")
 	flag.StringVar(&f.image, "image", "sandboxd-sandbox:latest", "sandbox image, in Docker (and imported into the node)")
 	flag.StringVar(&f.out, "out", "BENCHMARKS.md", "file whose pools section is rewritten; empty prints it")
 	flag.IntVar(&f.rounds, "rounds", 20, "cold creates and claims, one of each per round")
@@ -60,16 +71,30 @@ func main() {
 	if f.smoke {
 		f.rounds = min(f.rounds, 2)
 	}
+	if f.backend == "kubernetes" && f.smoke && os.Getenv("KUBECONFIG") == "" {
+		fmt.Fprintln(os.Stderr, "poolbench: smoke run of -backend kubernetes skipped: KUBECONFIG is not set (bring a cluster up with scripts/k8s-up.sh and source /var/lib/sandboxd-k8s/env)")
+		return
+	}
 	if err := run(f); err != nil {
 		fmt.Fprintln(os.Stderr, "poolbench:", err)
 		os.Exit(1)
 	}
 }
 
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
 // figures are the samples of one way to get a sandbox.
 type figures struct {
 	create, first, api []time.Duration
 }
+
+// benchEnv is what the claims with env ask for.
+var benchEnv = map[string]string{"POOLBENCH": "claimed"}
 
 func run(f flags) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -123,24 +148,30 @@ func run(f flags) error {
 		defer m.Close()
 	}
 
-	cold, warm := &figures{}, &figures{}
+	cold, warm, withEnv := &figures{}, &figures{}, &figures{}
 	for i := range f.rounds {
-		if err := once(ctx, cm, fmt.Sprintf("cold-%d", i), f.image, cold); err != nil {
+		if err := once(ctx, cm, fmt.Sprintf("cold-%d", i), f.image, nil, cold); err != nil {
 			return fmt.Errorf("cold create %d: %w", i, err)
 		}
 		if err := waitFull(ctx, pm, f.image, f.size); err != nil {
 			return err
 		}
-		if err := once(ctx, pm, fmt.Sprintf("warm-%d", i), f.image, warm); err != nil {
+		if err := once(ctx, pm, fmt.Sprintf("warm-%d", i), f.image, nil, warm); err != nil {
 			return fmt.Errorf("claim %d: %w", i, err)
+		}
+		if err := waitFull(ctx, pm, f.image, f.size); err != nil {
+			return err
+		}
+		if err := once(ctx, pm, fmt.Sprintf("env-%d", i), f.image, benchEnv, withEnv); err != nil {
+			return fmt.Errorf("claim with env %d: %w", i, err)
 		}
 	}
 	var st sandbox.PoolStat
 	for _, s := range pm.PoolStats() {
 		st = s
 	}
-	if st.Claims[sandbox.PoolClaimed] != uint64(f.rounds) {
-		return fmt.Errorf("only %d of %d creates were claims (%+v); the figures would mix cold creates in", st.Claims[sandbox.PoolClaimed], f.rounds, st.Claims)
+	if st.Claims[sandbox.PoolClaimed] != uint64(2*f.rounds) {
+		return fmt.Errorf("only %d of %d creates were claims (%+v); the figures would mix cold creates in", st.Claims[sandbox.PoolClaimed], 2*f.rounds, st.Claims)
 	}
 	if f.sandboxd != "" {
 		pm.Close()
@@ -159,7 +190,7 @@ func run(f flags) error {
 	if err != nil {
 		return err
 	}
-	body := report(f, m, cold, warm)
+	body := report(f, m, cold, warm, withEnv)
 	if f.out == "" {
 		fmt.Print(body)
 		return nil
@@ -167,19 +198,28 @@ func run(f flags) error {
 	return bench.Publish(f.out, section, body, f.smoke, os.Stderr)
 }
 
-// once creates (or claims) one sandbox for conv, times it until Create
-// returned and until the first agent call answered, and deletes it.
-func once(ctx context.Context, m *sandbox.Manager, conv, image string, into *figures) error {
+// once creates (or claims) one sandbox for conv with env, times it until
+// Create returned and until the first agent call answered, and deletes it.
+// With env, that call is a command printing the env, which must show it.
+func once(ctx context.Context, m *sandbox.Manager, conv, image string, env map[string]string, into *figures) error {
 	const tenant = "bench"
 	start := time.Now()
-	info, err := m.Create(ctx, sandbox.Spec{Tenant: tenant, Conversation: conv, Image: image, Network: "none"})
+	info, err := m.Create(ctx, sandbox.Spec{Tenant: tenant, Conversation: conv, Image: image, Network: "none", Env: env})
 	if err != nil {
 		return err
 	}
 	created := time.Since(start)
 	c, _, err := m.Agent(ctx, tenant, conv)
-	if err == nil {
+	switch {
+	case err != nil:
+	case len(env) == 0:
 		_, err = c.Stat(ctx, &proto.StatRequest{Root: info.Workspace, Path: "."})
+	default:
+		var r *proto.ExecResponse
+		r, err = c.Exec(ctx, &proto.ExecRequest{Argv: []string{"printenv", "POOLBENCH"}})
+		if err == nil && strings.TrimSpace(string(r.Stdout)) != env["POOLBENCH"] {
+			err = fmt.Errorf("the claimed sandbox's POOLBENCH is %q, want %q", strings.TrimSpace(string(r.Stdout)), env["POOLBENCH"])
+		}
 	}
 	first := time.Since(start)
 	if derr := m.Delete(ctx, tenant, info.ID); err == nil {

@@ -14,8 +14,8 @@ import (
 
 // RunPools runs the warm-pool cases against backends newBackend returns
 // (which must be sandbox.Claimers): a claim carries the conversation's
-// identity, tools work in it, its workspace is empty and holds nothing of
-// an earlier claim, the pool refills, a restarted sandboxd and another
+// identity and its env, tools work in it, its workspace is empty and holds
+// nothing of an earlier claim (files or env), the pool refills, a restarted sandboxd and another
 // replica find the claimed sandbox, a pool whose image is missing says so
 // while cold creates work, and two deployments' pools stay apart.
 func RunPools(t *testing.T, newBackend NewBackend, opts ...Option) {
@@ -91,7 +91,8 @@ func (s *suite) poolClaim(t *testing.T) {
 	m := s.poolManager(t, s.b, sandbox.PoolSpec{Image: img, Size: 2})
 	waitReady(t, m, img, 2)
 
-	first, err := m.Create(poolCtx(t), sandbox.Spec{Tenant: s.tenant, Conversation: "c-pool-1", Image: img})
+	// The first claim asks for env: the agent sets it at the claim.
+	first, err := m.Create(poolCtx(t), sandbox.Spec{Tenant: s.tenant, Conversation: "c-pool-1", Image: img, Env: map[string]string{"POOL_FOO": "first owner"}})
 	if err != nil {
 		t.Fatalf("Create (a claim): %v", err)
 	}
@@ -115,6 +116,9 @@ func (s *suite) poolClaim(t *testing.T) {
 	if got := execIn(t, c, info.Workspace, "cat", "secret.txt"); got != "first owner" {
 		t.Fatalf("cat in the claimed sandbox = %q", got)
 	}
+	if got := execIn(t, c, info.Workspace, "printenv", "POOL_FOO"); got != "first owner" {
+		t.Fatalf("POOL_FOO in the sandbox claimed with it = %q, want \"first owner\"", got)
+	}
 
 	waitReady(t, m, img, 2) // refilled
 	other := s.tenant + "-b"
@@ -132,6 +136,9 @@ func (s *suite) poolClaim(t *testing.T) {
 	}
 	if ls := execIn(t, c2, info2.Workspace, "ls", "-A"); ls != "" {
 		t.Fatalf("the second claim's workspace holds %q, want nothing of the first", ls)
+	}
+	if env := execIn(t, c2, info2.Workspace, "sh", "-c", "echo ${POOL_FOO-unset}"); env != "unset" {
+		t.Fatalf("the second claim's sandbox sees POOL_FOO=%q of the first claim's env, want it unset", env)
 	}
 	if got, err := m.Lookup(poolCtx(t), s.tenant, "c-pool-1"); err != nil || got.ID != first.ID {
 		t.Fatalf("Lookup of the first tenant's conversation = %s, %v; want %s", got.ID, err, first.ID)
@@ -151,6 +158,9 @@ func (s *suite) poolClaim(t *testing.T) {
 		}
 		if got := execIn(t, c3, info3.Workspace, "cat", "secret.txt"); got != "first owner" {
 			t.Fatalf("%s: the claimed workspace reads %q", name, got)
+		}
+		if got := execIn(t, c3, info3.Workspace, "printenv", "POOL_FOO"); got != "first owner" {
+			t.Fatalf("%s: the claimed sandbox's POOL_FOO = %q; the env set at the claim must stay", name, got)
 		}
 		if _, err := m2.Lookup(poolCtx(t), other, "c-pool-2"); !errors.Is(err, errdefs.ErrNotFound) {
 			t.Fatalf("%s: Lookup of a conversation without a sandbox = %v, want not_found", name, err)

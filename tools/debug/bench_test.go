@@ -69,6 +69,8 @@ func runDebugBench(b *testing.B) {
 	h.put("spin/go.mod", "module example.com/spin\n\ngo 1.22\n")
 	h.put("spin/main.go", benchSpinGo)
 	container := containerID(b)
+	// Where both programs stop: found in their text, not by number.
+	pyLine, goLine := h.line("app.py", "total = a + b"), h.line("main.go", "out <- square")
 	var f benchFigures
 	launchRounds, stackCalls := benchSizes()
 	f.rounds = launchRounds
@@ -76,19 +78,19 @@ func runDebugBench(b *testing.B) {
 	// Warm-up, untimed: the Go build cache and Python's bytecode (a smoke
 	// run's figures mean nothing, so it goes without).
 	if !bench.SmokeFromEnv() {
-		toolLaunch(b, h, "main.go", "main.go", 10)
-		directLaunch(b, container, h.dir, "go", 10)
-		toolLaunch(b, h, "app.py", "app.py", 6)
-		directLaunch(b, container, h.dir, "python", 6)
+		toolLaunch(b, h, "main.go", "main.go", goLine)
+		directLaunch(b, container, h.dir, "go", goLine)
+		toolLaunch(b, h, "app.py", "app.py", pyLine)
+		directLaunch(b, container, h.dir, "python", pyLine)
 	}
 
 	for r := 0; r < launchRounds; r++ {
 		// Who goes first rotates, so machine noise hits both alike.
 		steps := []func(){
-			func() { f.pyTool = append(f.pyTool, toolLaunch(b, h, "app.py", "app.py", 6)) },
-			func() { f.pyDirect = append(f.pyDirect, directLaunch(b, container, h.dir, "python", 6)) },
-			func() { f.goTool = append(f.goTool, toolLaunch(b, h, "main.go", "main.go", 10)) },
-			func() { f.goDirect = append(f.goDirect, directLaunch(b, container, h.dir, "go", 10)) },
+			func() { f.pyTool = append(f.pyTool, toolLaunch(b, h, "app.py", "app.py", pyLine)) },
+			func() { f.pyDirect = append(f.pyDirect, directLaunch(b, container, h.dir, "python", pyLine)) },
+			func() { f.goTool = append(f.goTool, toolLaunch(b, h, "main.go", "main.go", goLine)) },
+			func() { f.goDirect = append(f.goDirect, directLaunch(b, container, h.dir, "go", goLine)) },
 		}
 		for i := range steps {
 			steps[(i+r)%len(steps)]()
@@ -119,10 +121,10 @@ func runDebugBench(b *testing.B) {
 	}
 
 	// stack while stopped: one session each, calls alternating.
-	h.ok(op("breakpoints", "file", "app.py", "lines", []int{6}))
-	h.ok(op("launch", "program", "app.py"), "app.py:6")
-	d := startDirect(b, container, h.dir, "python", 6)
-	raw := startDirect(b, "", h.dir, "python", 6)
+	h.ok(op("breakpoints", "file", "app.py", "lines", []int{pyLine}))
+	h.ok(op("launch", "program", "app.py"), h.at("app.py", "total = a + b"))
+	d := startDirect(b, container, h.dir, "python", pyLine)
+	raw := startDirect(b, "", h.dir, "python", pyLine)
 	for i := 0; i < stackCalls; i++ {
 		start := time.Now()
 		if n := raw.stack(b); n < 3 {
@@ -132,7 +134,7 @@ func runDebugBench(b *testing.B) {
 		start = time.Now()
 		text := h.ok(op("stack"))
 		f.stackTool = append(f.stackTool, time.Since(start))
-		if !strings.Contains(text, "compute at app.py:6") {
+		if !strings.Contains(text, "compute at "+h.at("app.py", "total = a + b")) {
 			b.Fatalf("tool stack:\n%s", text)
 		}
 		start = time.Now()

@@ -2,21 +2,10 @@ package debug_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
-)
 
-// lineOf is the 1-based line of the first line of text containing marker.
-func lineOf(t testing.TB, text, marker string) int {
-	t.Helper()
-	for i, l := range strings.Split(text, "\n") {
-		if strings.Contains(l, marker) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no %q in the fixture", marker)
-	return 0
-}
+	"github.com/sandboxd/sandboxd/tools/toolstest"
+)
 
 // Two files: a loop in the main file calls tick three times, then the
 // other file's finish once. Each program prints "total 6".
@@ -107,7 +96,7 @@ func TestClearBreakpointsMidSession(t *testing.T) {
 			if tc.setup != "" {
 				h.sh("cd " + h.dir + " && " + tc.setup)
 			}
-			tick, finish := lineOf(t, tc.mainSrc, "TICK"), lineOf(t, tc.finSrc, "FINISH")
+			tick, finish := toolstest.LineOf(t, tc.mainSrc, "TICK"), toolstest.LineOf(t, tc.finSrc, "FINISH")
 			h.ok(op("breakpoints", "file", tc.main, "lines", []int{tick}))
 			h.ok(op("breakpoints", "file", tc.fin, "lines", []int{finish}))
 			h.ok(op("launch", "program", tc.program), "Stopped: breakpoint", fmt.Sprintf("%s:%d", tc.main, tick))

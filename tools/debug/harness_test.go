@@ -131,13 +131,16 @@ type harness struct {
 	reg *tools.Registry
 	env *tools.Env
 	sv  *debug.Supervisor
+	// fx is every file put, as put: tests find their lines in it by text
+	// (toolstest.Fixture), never by line numbers.
+	fx toolstest.Fixture
 }
 
 func newHarness(t testing.TB, opts ...debug.Option) *harness {
 	t.Helper()
 	needDocker(t)
 	conv := "c-" + strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-"))
-	h := &harness{t: t, dir: path.Join(sb.info.Workspace, conv)}
+	h := &harness{t: t, dir: path.Join(sb.info.Workspace, conv), fx: toolstest.Fixture{}}
 	h.sv = debug.NewSupervisor(append([]debug.Option{debug.WithStopWait(20 * time.Second)}, opts...)...)
 	h.reg = tools.NewRegistry()
 	h.reg.Register(debug.New(h.sv))
@@ -160,7 +163,7 @@ func newHarness(t testing.TB, opts ...debug.Option) *harness {
 // sandboxd restart: the old one's timers stop and it is no longer used.
 func (h *harness) restarted(opts ...debug.Option) *harness {
 	h.sv.Close()
-	n := &harness{t: h.t, dir: h.dir, env: h.env}
+	n := &harness{t: h.t, dir: h.dir, env: h.env, fx: h.fx}
 	n.sv = debug.NewSupervisor(append([]debug.Option{debug.WithStopWait(20 * time.Second)}, opts...)...)
 	n.reg = tools.NewRegistry()
 	n.reg.Register(debug.New(n.sv))
@@ -171,12 +174,26 @@ func (h *harness) restarted(opts ...debug.Option) *harness {
 	return n
 }
 
+// line is the 1-based line of the file put as rel that holds text.
+func (h *harness) line(rel, text string) int {
+	h.t.Helper()
+	return h.fx.Line(h.t, rel, text)
+}
+
+// at is "rel:LINE" for text in the file put as rel: how the tool names a
+// stop or a frame there.
+func (h *harness) at(rel, text string) string {
+	h.t.Helper()
+	return fmt.Sprintf("%s:%d", rel, h.line(rel, text))
+}
+
 // put writes a file under the working directory.
 func (h *harness) put(rel, content string) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := sb.ag.WriteFiles(ctx, &proto.WriteFilesRequest{Root: h.dir, Files: []proto.WriteFile{{Path: rel, Data: []byte(content)}}})
+	h.fx[rel] = content
 	if err != nil {
 		h.t.Fatalf("writing %s: %v", rel, err)
 	}

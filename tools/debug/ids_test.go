@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // Several threads each run work; the breakpoint is in work.
@@ -96,8 +98,8 @@ func TestUnknownIDsRefused(t *testing.T) {
 			if tc.setup != "" {
 				h.sh("cd " + h.dir + " && " + tc.setup)
 			}
-			at := fmt.Sprintf("%s:%d", tc.file, lineOf(t, tc.src, "WORK"))
-			h.ok(op("breakpoints", "file", tc.file, "lines", []int{lineOf(t, tc.src, "WORK")}))
+			at := fmt.Sprintf("%s:%d", tc.file, toolstest.LineOf(t, tc.src, "WORK"))
+			h.ok(op("breakpoints", "file", tc.file, "lines", []int{toolstest.LineOf(t, tc.src, "WORK")}))
 			stop := h.ok(op("launch", "program", tc.program), "Stopped: breakpoint", at)
 			frame := num(t, stop, "[frame ")
 			const bogus = 987654321

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/tools/debug"
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // callBefore runs an operation that must answer (without is_error) before
@@ -74,11 +75,11 @@ func TestLaunchReportsQuickExit(t *testing.T) {
 	h.ok(op("output"), "quick-bye")
 }
 
-// fileLineOf is the 1-based line of the first line of a fixture file holding
-// marker.
+// fileLineOf is the 1-based line of the file rel, as the sandbox holds it,
+// that holds marker (toolstest.LineOf: it must occur once).
 func fileLineOf(t *testing.T, h *harness, rel, marker string) int {
 	t.Helper()
-	return lineOf(t, h.sh("cat "+h.dir+"/"+rel), marker)
+	return toolstest.LineOf(t, h.sh("cat "+h.dir+"/"+rel), marker)
 }
 
 // A breakpoint in a file the program never loads (another module) cannot

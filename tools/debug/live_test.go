@@ -47,8 +47,8 @@ func TestContinueStreamsOutput(t *testing.T) {
 		"while not os.path.exists("+jsonString(gate)+"):\n"+
 		"    time.sleep(0.05)\n"+
 		"sys.stderr.write('tock\\n')\n")
-	h.ok(op("breakpoints", "file", "app.py", "lines", []int{2}), "saved")
-	h.ok(op("launch", "program", "app.py"), "Stopped: breakpoint", "app.py:2")
+	h.ok(op("breakpoints", "file", "app.py", "lines", []int{h.line("app.py", "print('tick'")}), "saved")
+	h.ok(op("launch", "program", "app.py"), "Stopped: breakpoint", h.at("app.py", "print('tick'"))
 
 	sink := &gateSink{gate: gate}
 	ctx, cancel := context.WithTimeout(tools.WithOutputSink(context.Background(), sink), 2*time.Minute)

@@ -48,14 +48,14 @@ func TestGoDelve(t *testing.T) {
 	h := newHarness(t)
 	h.put("go.mod", "module example.com/dbg\n\ngo 1.22\n")
 	h.put("main.go", goProgram)
-	h.ok(op("breakpoints", "file", "main.go", "lines", []int{10}))
-	text := h.ok(op("launch", "program", "main.go"), "delve", "Stopped: breakpoint", "main.go:10", "main.worker", "out <- square")
+	h.ok(op("breakpoints", "file", "main.go", "lines", []int{h.line("main.go", "out <- square")}))
+	text := h.ok(op("launch", "program", "main.go"), "delve", "Stopped: breakpoint", h.at("main.go", "out <- square"), "main.worker", "out <- square")
 	frame := num(t, text, "[frame ")
 	threads := h.ok(op("threads"), "stopped here (breakpoint)")
 	if strings.Count(threads, "\n- ") < 2 {
 		t.Errorf("want several goroutines listed:\n%s", threads)
 	}
-	h.ok(op("stack"), "#0", "main.worker at main.go:10", "main.main.func1 at main.go:20", "worker(n, out)")
+	h.ok(op("stack"), "#0", "main.worker at "+h.at("main.go", "out <- square"), "main.main.func1 at "+h.at("main.go", "worker(n, out)"), "worker(n, out)")
 	scopes := h.ok(op("scopes", "frame_id", frame), "Locals")
 	// delve lists arguments with the locals.
 	h.ok(op("variables", "reference", refOf(t, scopes, "Locals")), "square (int) = ", "id (int) = ")
@@ -86,9 +86,9 @@ func TestCLLDB(t *testing.T) {
 	h.put("CMakeLists.txt", "cmake_minimum_required(VERSION 3.10)\nproject(add C)\nadd_executable(add add.c)\n")
 	h.put("add.c", cProgram)
 	h.sh("cd " + h.dir + " && gcc -g -O0 -o add add.c")
-	h.ok(op("breakpoints", "file", "add.c", "lines", []int{5}))
-	text := h.ok(op("launch", "program", "add"), "lldb", "Stopped: breakpoint", "add.c:5", "add", "return s;")
-	h.ok(op("stack"), "#0", "add.c:5", "#1", "main", "add.c:9", "int r = add(20, 22);")
+	h.ok(op("breakpoints", "file", "add.c", "lines", []int{h.line("add.c", "return s;")}))
+	text := h.ok(op("launch", "program", "add"), "lldb", "Stopped: breakpoint", h.at("add.c", "return s;"), "add", "return s;")
+	h.ok(op("stack"), "#0", h.at("add.c", "return s;"), "#1", "main", h.at("add.c", "int r = add(20, 22);"), "int r = add(20, 22);")
 	scopes := h.ok(op("scopes", "frame_id", num(t, text, "[frame ")), "Locals")
 	h.ok(op("variables", "reference", refOf(t, scopes, "Locals")), "s (int) = 42")
 	h.ok(op("continue"), "exited with code 3")
@@ -100,12 +100,12 @@ func TestAttachDelveHeadless(t *testing.T) {
 	h := newHarness(t)
 	h.put("go.mod", "module example.com/dbg\n\ngo 1.22\n")
 	h.put("main.go", goProgram)
-	h.ok(op("breakpoints", "file", "main.go", "lines", []int{10}))
+	h.ok(op("breakpoints", "file", "main.go", "lines", []int{h.line("main.go", "out <- square")}))
 	text := attachHeadlessDelve(t, h, h.dir, 5679)
-	if !strings.Contains(text, "main.go:10") {
+	if !strings.Contains(text, h.at("main.go", "out <- square")) {
 		text = h.ok(op("continue"))
 	}
-	if !strings.Contains(text, "main.go:10") || !strings.Contains(text, "main.worker") {
+	if !strings.Contains(text, h.at("main.go", "out <- square")) || !strings.Contains(text, "main.worker") {
 		t.Fatalf("no stop in the goroutine:\n%s", text)
 	}
 	h.ok(op("terminate"), "Terminated")
@@ -118,12 +118,12 @@ func TestDelveResumeAfterRestart(t *testing.T) {
 	h := newHarness(t)
 	h.put("go.mod", "module example.com/dbg\n\ngo 1.22\n")
 	h.put("main.go", goProgram)
-	h.ok(op("breakpoints", "file", "main.go", "lines", []int{10}))
-	h.ok(op("launch", "program", "main.go"), "delve", "Stopped: breakpoint", "main.go:10")
+	h.ok(op("breakpoints", "file", "main.go", "lines", []int{h.line("main.go", "out <- square")}))
+	h.ok(op("launch", "program", "main.go"), "delve", "Stopped: breakpoint", h.at("main.go", "out <- square"))
 
 	h2 := h.restarted()
-	h2.ok(op("status"), "Session: delve", "Stopped: breakpoint (before sandboxd restarted)", "main.go:10")
-	h2.ok(op("stack"), "main.worker at main.go:10")
+	h2.ok(op("status"), "Session: delve", "Stopped: breakpoint (before sandboxd restarted)", h2.at("main.go", "out <- square"))
+	h2.ok(op("stack"), "main.worker at "+h2.at("main.go", "out <- square"))
 	h2.ok(op("breakpoints", "file", "main.go", "lines", []int{}), "Cleared")
 	h2.ok(op("continue"), "exited with code 0")
 	h2.ok(op("output"), "sum 14")

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // lldb frames in libc have no source: every answer gives them one form,
@@ -13,7 +15,7 @@ func TestLLDBFramesWithoutSource(t *testing.T) {
 	h.put("CMakeLists.txt", "")
 	h.put("threads.c", idsC)
 	h.sh("cd " + h.dir + " && gcc -g -O0 -pthread -o threads threads.c")
-	h.ok(op("breakpoints", "file", "threads.c", "lines", []int{lineOf(t, idsC, "WORK")}))
+	h.ok(op("breakpoints", "file", "threads.c", "lines", []int{toolstest.LineOf(t, idsC, "WORK")}))
 	h.ok(op("launch", "program", "threads"), "Stopped: breakpoint")
 	stack := h.ok(op("stack"), "work at threads.c:", "(libc.so.6, no source)")
 	// step_out of work lands in libc's thread start (the other threads'

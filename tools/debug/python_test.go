@@ -1,8 +1,11 @@
 package debug_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 const pyProgram = `import sys
@@ -31,12 +34,12 @@ func TestPythonSession(t *testing.T) {
 	h.put("requirements.txt", "")
 	h.put("app.py", pyProgram)
 
-	h.ok(op("breakpoints", "file", "app.py", "lines", []int{6}), "saved", "sent when you launch")
-	text := h.ok(op("launch", "program", "app.py"), "debugpy", "Stopped: breakpoint", "app.py:6", "compute", "total = a + b")
+	h.ok(op("breakpoints", "file", "app.py", "lines", []int{h.line("app.py", "total = a + b")}), "saved", "sent when you launch")
+	text := h.ok(op("launch", "program", "app.py"), "debugpy", "Stopped: breakpoint", h.at("app.py", "total = a + b"), "compute", "total = a + b")
 	frame := num(t, text, "[frame ")
 
-	stack := h.ok(op("stack"), "#0", "compute at app.py:6", "#1", "main at app.py:11", "r = compute(2, 3)")
-	if !strings.Contains(stack, "<module> at app.py:16") {
+	stack := h.ok(op("stack"), "#0", "compute at "+h.at("app.py", "total = a + b"), "#1", "main at "+h.at("app.py", "r = compute(2, 3)"), "r = compute(2, 3)")
+	if module := fmt.Sprintf("<module> at app.py:%d", toolstest.PosOf(t, pyProgram, "\nmain()", 1).Line); !strings.Contains(stack, module) {
 		t.Errorf("stack lacks the module frame:\n%s", stack)
 	}
 	scopes := h.ok(op("scopes", "frame_id", frame), "Locals")
@@ -56,9 +59,9 @@ func TestPythonSession(t *testing.T) {
 	h.ok(op("evaluate", "expression", "a * 10 + b", "frame_id", frame), "= 23")
 	h.ok(op("evaluate", "expression", "len(big)"), "= 60")
 
-	h.ok(op("step_over"), "Stopped: step", "app.py:7", "return total")
-	h.ok(op("step_out"), "Stopped: step", "app.py:11", "main")
-	h.ok(op("step_over"), "app.py:12", `print("result", r)`)
+	h.ok(op("step_over"), "Stopped: step", h.at("app.py", "return total"), "return total")
+	h.ok(op("step_out"), "Stopped: step", h.at("app.py", "r = compute(2, 3)"), "main")
+	h.ok(op("step_over"), h.at("app.py", `print("result", r)`), `print("result", r)`)
 	h.ok(op("step_in"), "Stopped: step") // print is a builtin: step_in moves to the next line
 	out := h.ok(op("output"), "starting")
 	if strings.Contains(out, "frozen modules") {
@@ -80,9 +83,9 @@ func TestPythonStepIn(t *testing.T) {
 	h := newHarness(t)
 	h.put("pyproject.toml", "[project]\nname = \"x\"\n")
 	h.put("app.py", pyProgram)
-	h.ok(op("breakpoints", "file", "app.py", "lines", []int{11}))
-	h.ok(op("launch", "program", "app.py"), "app.py:11", "main")
-	h.ok(op("step_in"), "app.py:4", "compute")
+	h.ok(op("breakpoints", "file", "app.py", "lines", []int{h.line("app.py", "r = compute(2, 3)")}))
+	h.ok(op("launch", "program", "app.py"), h.at("app.py", "r = compute(2, 3)"), "main")
+	h.ok(op("step_in"), h.at("app.py", "big = {"), "compute") // the first line of its body
 }
 
 // An uncaught exception stops the program where it is raised.
@@ -90,7 +93,7 @@ func TestPythonUncaughtException(t *testing.T) {
 	h := newHarness(t)
 	h.put("setup.py", "")
 	h.put("boom.py", "def f(d):\n    return 1 / d\n\nf(0)\n")
-	h.ok(op("launch", "program", "boom.py"), "Stopped: exception", "ZeroDivisionError", "boom.py:2", "return 1 / d")
+	h.ok(op("launch", "program", "boom.py"), "Stopped: exception", "ZeroDivisionError", h.at("boom.py", "return 1 / d"), "return 1 / d")
 }
 
 // A project .venv is used: the debuggee imports a module only the venv has.
@@ -101,8 +104,8 @@ func TestPythonVenv(t *testing.T) {
 		`sp=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && ` +
 		`printf 'WHERE = "venv"\n' > "$sp/onlyinvenv.py"`)
 	h.put("app.py", "import sys\nimport onlyinvenv\nprint(onlyinvenv.WHERE, sys.prefix)\nx = 1\n")
-	h.ok(op("breakpoints", "file", "app.py", "lines", []int{4}))
-	h.ok(op("launch", "program", "app.py"), "Stopped: breakpoint", "app.py:4")
+	h.ok(op("breakpoints", "file", "app.py", "lines", []int{h.line("app.py", "x = 1")}))
+	h.ok(op("launch", "program", "app.py"), "Stopped: breakpoint", h.at("app.py", "x = 1"))
 	h.ok(op("output"), "venv", "/.venv")
 	h.ok(op("evaluate", "expression", "onlyinvenv.WHERE"), "'venv'")
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // A step the adapter refuses leaves the program stopped where it was:
@@ -17,7 +19,7 @@ func TestRefusedStepKeepsStop(t *testing.T) {
 	h.put("CMakeLists.txt", "")
 	h.put("threads.c", idsC)
 	h.sh("cd " + h.dir + " && gcc -g -O0 -pthread -o threads threads.c")
-	work := lineOf(t, idsC, "WORK")
+	work := toolstest.LineOf(t, idsC, "WORK")
 	h.ok(op("breakpoints", "file", "threads.c", "lines", []int{work}))
 	stop := h.ok(op("launch", "program", "threads"), "Stopped: breakpoint", fmt.Sprintf("threads.c:%d", work))
 	worker := num(t, stop, ", thread ")

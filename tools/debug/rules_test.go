@@ -23,12 +23,12 @@ func TestSecondLaunchRefused(t *testing.T) {
 	h := newHarness(t)
 	h.put("requirements.txt", "")
 	h.put("loop.py", loopProgram)
-	h.ok(op("breakpoints", "file", "loop.py", "lines", []int{4}))
-	h.ok(op("launch", "program", "loop.py"), "loop.py:4")
+	h.ok(op("breakpoints", "file", "loop.py", "lines", []int{h.line("loop.py", "n += 1")}))
+	h.ok(op("launch", "program", "loop.py"), h.at("loop.py", "n += 1"))
 	h.bad(op("launch", "program", "loop.py"), "call terminate first")
 	h.bad(op("attach", "port", 5678), "call terminate first")
 	h.ok(op("terminate"), "Terminated")
-	h.ok(op("launch", "program", "loop.py"), "loop.py:4")
+	h.ok(op("launch", "program", "loop.py"), h.at("loop.py", "n += 1"))
 }
 
 // continue that meets no stop says running; pause stops it.
@@ -49,8 +49,8 @@ func TestSessionTTL(t *testing.T) {
 	h := newHarness(t, debug.WithSessionTTL(3*time.Second))
 	h.put("requirements.txt", "")
 	h.put("loop.py", "import os\nopen('pid', 'w').write(str(os.getpid()))\n"+loopProgram)
-	h.ok(op("breakpoints", "file", "loop.py", "lines", []int{6}))
-	h.ok(op("launch", "program", "loop.py"), "loop.py:6")
+	h.ok(op("breakpoints", "file", "loop.py", "lines", []int{h.line("loop.py", "n += 1")}))
+	h.ok(op("launch", "program", "loop.py"), h.at("loop.py", "n += 1"))
 	pid := strings.TrimSpace(h.sh("cat " + h.dir + "/pid"))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -66,7 +66,7 @@ func TestSessionTTL(t *testing.T) {
 	h.bad(op("stack"), "expired")
 	h.bad(op("continue"), "expired")
 	h.waitGone(pid)
-	h.ok(op("launch", "program", "loop.py"), "loop.py:6")
+	h.ok(op("launch", "program", "loop.py"), h.at("loop.py", "n += 1"))
 }
 
 // attach reaches a program started under debugpy listening on a port.
@@ -88,7 +88,7 @@ func TestAttachDebugpy(t *testing.T) {
 		defer cancel()
 		_ = sb.ag.Signal(c, &proto.SignalRequest{ID: p.ID, Signal: "KILL", Group: true})
 	})
-	h.ok(op("breakpoints", "file", "served.py", "lines", []int{3}))
+	h.ok(op("breakpoints", "file", "served.py", "lines", []int{h.line("served.py", "value += 1")}))
 	// The listener needs a moment to open its port.
 	var text string
 	for i := 0; i < 50; i++ {
@@ -99,7 +99,7 @@ func TestAttachDebugpy(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !strings.Contains(text, "Attached to 127.0.0.1:5678") || !strings.Contains(text, "served.py:3") {
+	if !strings.Contains(text, "Attached to 127.0.0.1:5678") || !strings.Contains(text, h.at("served.py", "value += 1")) {
 		t.Fatalf("attach:\n%s", text)
 	}
 	h.ok(op("evaluate", "expression", "value"), "= 41")
@@ -136,8 +136,8 @@ child = subprocess.Popen(["sleep", "1000"])
 open("pids", "w").write("%d %d" % (os.getpid(), child.pid))
 x = 1
 `)
-	h.ok(op("breakpoints", "file", "spawner.py", "lines", []int{4}))
-	h.ok(op("launch", "program", "spawner.py"), "spawner.py:4")
+	h.ok(op("breakpoints", "file", "spawner.py", "lines", []int{h.line("spawner.py", "x = 1")}))
+	h.ok(op("launch", "program", "spawner.py"), h.at("spawner.py", "x = 1"))
 	pids := strings.Fields(h.sh("cat " + h.dir + "/pids"))
 	if len(pids) != 2 {
 		t.Fatalf("pids file: %v", pids)
@@ -170,14 +170,14 @@ func TestResumeAfterRestart(t *testing.T) {
 	h := newHarness(t)
 	h.put("requirements.txt", "")
 	h.put("app.py", "import os\nopen('pid', 'w').write(str(os.getpid()))\nx = 5\nprint('x is', x)\n")
-	h.ok(op("breakpoints", "file", "app.py", "lines", []int{3}))
-	h.ok(op("launch", "program", "app.py"), "app.py:3")
+	h.ok(op("breakpoints", "file", "app.py", "lines", []int{h.line("app.py", "x = 5")}))
+	h.ok(op("launch", "program", "app.py"), h.at("app.py", "x = 5"))
 	pid := strings.TrimSpace(h.sh("cat " + h.dir + "/pid"))
 
 	h2 := h.restarted()
-	h2.ok(op("status"), "Session: debugpy on app.py", "Stopped: breakpoint (before sandboxd restarted)", "app.py:3")
-	h2.ok(op("stack"), "<module> at app.py:3")
-	h2.ok(op("step_over"), "app.py:4")
+	h2.ok(op("status"), "Session: debugpy on app.py", "Stopped: breakpoint (before sandboxd restarted)", h2.at("app.py", "x = 5"))
+	h2.ok(op("stack"), "<module> at "+h2.at("app.py", "x = 5"))
+	h2.ok(op("step_over"), h2.at("app.py", "print('x is', x)"))
 	h2.bad(op("launch", "program", "app.py"), "call terminate first")
 	h2.ok(op("continue"), "exited with code 0")
 	h2.ok(op("output"), "x is 5")

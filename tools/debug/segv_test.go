@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // measure hands a NULL string to strlen: the fault is raised inside libc,
@@ -30,7 +32,7 @@ func TestCSegfaultStopsAtUserFrame(t *testing.T) {
 	h.put("CMakeLists.txt", "")
 	h.put("seg.c", segvC)
 	h.sh("cd " + h.dir + " && gcc -g -O0 -o seg seg.c")
-	at := fmt.Sprintf("measure at seg.c:%d", lineOf(t, segvC, "FAULT"))
+	at := fmt.Sprintf("measure at seg.c:%d", toolstest.LineOf(t, segvC, "FAULT"))
 	text := h.ok(op("launch", "program", "seg"), "Stopped:", at, "strlen(s)")
 	first := text[strings.Index(text, "\n#")+1:]
 	if !strings.Contains(strings.SplitN(first, "\n", 2)[0], at) {

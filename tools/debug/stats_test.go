@@ -14,8 +14,8 @@ func TestSessionsCount(t *testing.T) {
 	}
 	h.put("requirements.txt", "")
 	h.put("loop.py", loopProgram)
-	h.ok(op("breakpoints", "file", "loop.py", "lines", []int{4}))
-	h.ok(op("launch", "program", "loop.py"), "loop.py:4")
+	h.ok(op("breakpoints", "file", "loop.py", "lines", []int{h.line("loop.py", "n += 1")}))
+	h.ok(op("launch", "program", "loop.py"), h.at("loop.py", "n += 1"))
 	if n := h.sv.Sessions(); n != 1 {
 		t.Fatalf("sessions while stopped at a breakpoint = %d, want 1", n)
 	}

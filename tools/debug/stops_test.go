@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // A nil-map write panics three runtime frames below the user's line.
@@ -56,7 +58,7 @@ func TestGoPanicStopsAtUserFrame(t *testing.T) {
 	h.sh("mkdir -p " + h.dir + "/crash")
 	h.put("go.mod", "module example.com/p\n\ngo 1.22\n")
 	h.put("crash/main.go", panicGo)
-	at := fmt.Sprintf("main.boom at crash/main.go:%d", lineOf(t, panicGo, "BOOM"))
+	at := fmt.Sprintf("main.boom at crash/main.go:%d", toolstest.LineOf(t, panicGo, "BOOM"))
 	text := h.ok(op("launch", "program", "crash/main.go"), "Stopped: exception", "nil map", at, `m["x"] = 1`, "runtime.fatalpanic")
 	first := text[strings.Index(text, "\n#")+1:]
 	if !strings.Contains(strings.SplitN(first, "\n", 2)[0], at) {
@@ -72,7 +74,7 @@ func TestPythonLibraryExceptionStopsAtUserFrame(t *testing.T) {
 	src := "import json\n\n\ndef load(text):\n    return json.loads(text)  # LOAD\n\n\nload(\"{not json\")\n"
 	h.put("pyproject.toml", "[project]\nname = \"p\"\n")
 	h.put("loader.py", src)
-	h.ok(op("launch", "program", "loader.py"), "Stopped: exception", "JSONDecodeError", fmt.Sprintf("load at loader.py:%d", lineOf(t, src, "LOAD")))
+	h.ok(op("launch", "program", "loader.py"), "Stopped: exception", "JSONDecodeError", fmt.Sprintf("load at loader.py:%d", toolstest.LineOf(t, src, "LOAD")))
 }
 
 // pause on a program in an endless loop says paused and shows the loop in

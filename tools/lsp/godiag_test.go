@@ -3,6 +3,8 @@ package lsp_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // countNew returns how many diagnostics a write reported as new.
@@ -41,6 +43,12 @@ func diagnosticsOnWrite(t *testing.T, bx *box, file, anchor, bad, wantMsg string
 	if n := countNew(t, out); n != 0 || !strings.Contains(out, "no new problems") {
 		t.Fatalf("fixing an error reported something new:\n%s", out)
 	}
+}
+
+// afterDiagnosticsOnWrite is fx as diagnosticsOnWrite leaves file: the
+// anchor a line down, with bad after it.
+func afterDiagnosticsOnWrite(fx toolstest.Fixture, file, anchor, bad string) toolstest.Fixture {
+	return fx.With(file, strings.Replace(fx[file], anchor, "\n"+anchor+bad, 1))
 }
 
 func TestGoDiagnosticsOnWrite(t *testing.T) {

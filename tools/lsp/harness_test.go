@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
-	"github.com/sandboxd/sandboxd/internal/txtar"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
@@ -45,6 +44,9 @@ type box struct {
 	env  *tools.Env
 	conn *tools.SandboxConn
 	ws   string
+	// fx is the fixture as written: tests find their positions in it by
+	// text (toolstest.Fixture), never by line numbers.
+	fx toolstest.Fixture
 }
 
 func newBox(t *testing.T, fixtures []string, opts ...lsp.Option) *box {
@@ -64,17 +66,11 @@ func newBox(t *testing.T, fixtures []string, opts ...lsp.Option) *box {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bx := &box{t: t, mgr: mgr, ws: info.Workspace}
+	bx := &box{t: t, mgr: mgr, ws: info.Workspace, fx: readFixture(t, fixtures)}
 	bx.conn = &tools.SandboxConn{ID: info.ID, Backend: "docker", Workspace: info.Workspace, Agent: client}
 	var writes []proto.WriteFile
-	for _, f := range fixtures {
-		files, err := txtar.ReadFile("testdata/" + f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, data := range files {
-			writes = append(writes, proto.WriteFile{Path: path.Join(info.Workspace, name), Data: []byte(data), MkdirAll: true})
-		}
+	for name, data := range bx.fx {
+		writes = append(writes, proto.WriteFile{Path: path.Join(info.Workspace, name), Data: []byte(data), MkdirAll: true})
 	}
 	if err := client.WriteFiles(ctx, &proto.WriteFilesRequest{Root: info.Workspace, Files: writes}); err != nil {
 		t.Fatal(err)
@@ -100,6 +96,16 @@ func newBox(t *testing.T, fixtures []string, opts ...lsp.Option) *box {
 	return bx
 }
 
+// readFixture reads the txtar archives of testdata named by fixtures.
+func readFixture(t *testing.T, fixtures []string) toolstest.Fixture {
+	t.Helper()
+	paths := make([]string, len(fixtures))
+	for i, f := range fixtures {
+		paths[i] = "testdata/" + f
+	}
+	return toolstest.ReadFixture(t, paths...)
+}
+
 func (bx *box) call(name string, args map[string]any) (string, bool) {
 	bx.t.Helper()
 	return bx.caller().Call(name, args)
@@ -119,6 +125,24 @@ func (bx *box) bad(name string, args map[string]any, wants ...string) string {
 
 func (bx *box) caller() *toolstest.Caller {
 	return &toolstest.Caller{T: bx.t, Reg: bx.reg, Env: bx.env, Timeout: 2 * time.Minute, LogTimes: true}
+}
+
+// goHover is the lsp call of a hover on sq where go.txtar's main.go makes it.
+func goHover(t *testing.T, bx *box) map[string]any {
+	t.Helper()
+	return nav("hover", "goproj/main.go", bx.fx.Line(t, "goproj/main.go", "sq := shapes.NewSquare(2)"), "sq")
+}
+
+// goDefinition is the lsp call of the definition of NewSquare where
+// go.txtar's main.go calls it; goDefinedAt is what its answer starts with.
+func goDefinition(t *testing.T, bx *box) map[string]any {
+	t.Helper()
+	return nav("definition", "goproj/main.go", bx.fx.Line(t, "goproj/main.go", "sq := shapes.NewSquare(2)"), "NewSquare")
+}
+
+func goDefinedAt(t *testing.T, bx *box) string {
+	t.Helper()
+	return bx.fx.At(t, "goproj/shapes/shape.go", "func NewSquare(")
 }
 
 func nav(action, file string, line int, symbol string) map[string]any {

@@ -1,6 +1,7 @@
 package lsp_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,24 +10,28 @@ import (
 
 func TestPythonNavigation(t *testing.T) {
 	bx := newBox(t, []string{"python.txtar"})
-	// main.py line 8: sq = new_square(2)
-	bx.ok("lsp", nav("definition", "pyproj/main.py", 8, "new_square"), "pyproj/shapes/base.py:16: def new_square(größe: float) -> Square:")
-	bx.ok("lsp", nav("references", "pyproj/shapes/base.py", 4, "area"), "pyproj/shapes/base.py:4:", "pyproj/main.py:5:")
-	bx.ok("lsp", nav("hover", "pyproj/main.py", 8, "sq"), "Square")
+	fx := bx.fx
+	const main, base = "pyproj/main.py", "pyproj/shapes/base.py"
+	sq := fx.Line(t, main, "sq = new_square(2)")
+	baseArea := fx.Line(t, base, "def area(self) -> float:\n        raise")
+	bx.ok("lsp", nav("definition", main, sq, "new_square"), fx.At(t, base, "def new_square(")+" def new_square(größe: float) -> Square:")
+	bx.ok("lsp", nav("references", base, baseArea, "area"), fmt.Sprintf("%s:%d:", base, baseArea), fx.At(t, main, "s.area()"))
+	bx.ok("lsp", nav("hover", main, sq, "sq"), "Square")
 	// pyright has no textDocument/implementation (Pylance does); the answer
 	// must say so rather than look empty.
-	bx.bad("lsp", nav("implementation", "pyproj/shapes/base.py", 4, "area"), "does not support implementation")
-	bx.ok("lsp", nav("type_definition", "pyproj/main.py", 9, "sq#2"), "pyproj/shapes/base.py:8: class Square(Shape):")
-	bx.ok("lsp", map[string]any{"action": "symbols", "file": "pyproj/shapes/base.py"}, "class Square", "function new_square")
-	bx.ok("lsp", map[string]any{"action": "symbols", "query": "new_square"}, "pyproj/shapes/base.py:16:")
-	bx.ok("lsp", nav("hover", "pyproj/shapes/base.py", 17, "größe"), "größe")
-	bx.bad("lsp", nav("definition", "pyproj/shapes/base.py", 13, "side"), "occurs 2 times", "side#2")
+	bx.bad("lsp", nav("implementation", base, baseArea, "area"), "does not support implementation")
+	bx.ok("lsp", nav("type_definition", main, fx.Line(t, main, "print(describe(sq), sq.side)"), "sq#2"), fx.At(t, base, "class Square(Shape):")+" class Square(Shape):")
+	bx.ok("lsp", map[string]any{"action": "symbols", "file": base}, "class Square", "function new_square")
+	bx.ok("lsp", map[string]any{"action": "symbols", "query": "new_square"}, fx.At(t, base, "def new_square("))
+	bx.ok("lsp", nav("hover", base, fx.Line(t, base, "return Square(größe)"), "größe"), "größe")
+	bx.bad("lsp", nav("definition", base, fx.Line(t, base, "return self.side * self.side"), "side"), "occurs 2 times", "side#2")
 
-	bx.ok("edit", map[string]any{"path": "pyproj/main.py", "old": "sq = new_square(2)\n", "new": "sq = new_square(2)\nimport os\n"})
-	bx.ok("lsp", map[string]any{"action": "code_actions", "file": "pyproj/main.py", "line": 9})
+	bx.ok("edit", map[string]any{"path": main, "old": "sq = new_square(2)\n", "new": "sq = new_square(2)\nimport os\n"})
+	edited := fx.With(main, strings.Replace(fx[main], "sq = new_square(2)\n", "sq = new_square(2)\nimport os\n", 1))
+	bx.ok("lsp", map[string]any{"action": "code_actions", "file": main, "line": edited.Line(t, main, "import os")})
 
-	out := bx.ok("lsp_rename", map[string]any{"file": "pyproj/shapes/base.py", "line": 16, "symbol": "new_square", "new_name": "make_square"},
-		`renamed "new_square" to "make_square"`, "pyproj/main.py:1:", "pyproj/shapes/base.py:16:")
+	out := bx.ok("lsp_rename", map[string]any{"file": base, "line": fx.Line(t, base, "def new_square("), "symbol": "new_square", "new_name": "make_square"},
+		`renamed "new_square" to "make_square"`, edited.At(t, main, "import Shape, new_square"), fx.At(t, base, "def new_square("))
 	if strings.Contains(out, "new problem(s)") || strings.Contains(out, "pending") {
 		t.Errorf("a clean rename reported new problems:\n%s", out)
 	}
@@ -38,9 +43,11 @@ func TestPythonNavigation(t *testing.T) {
 
 func TestPythonDiagnosticsOnWrite(t *testing.T) {
 	bx := newBox(t, []string{"python.txtar"})
-	diagnosticsOnWrite(t, bx, "pyproj/main.py", "sq = new_square(2)\n", "bad: int = \"x\"\n", "not assignable")
-	bx.ok("lsp", map[string]any{"action": "diagnostics", "file": "pyproj/main.py"}, "1 problem(s)", "not assignable")
-	bx.ok("lsp", map[string]any{"action": "diagnostics", "file": "*"}, "python (pyproj): `pyright` exit status 1", "pyproj/main.py:10:12 - error")
+	const main, anchor, bad = "pyproj/main.py", "sq = new_square(2)\n", "bad: int = \"x\"\n"
+	diagnosticsOnWrite(t, bx, main, anchor, bad, "not assignable")
+	bx.ok("lsp", map[string]any{"action": "diagnostics", "file": main}, "1 problem(s)", "not assignable")
+	at := afterDiagnosticsOnWrite(bx.fx, main, anchor, bad).Pos(t, main, `"x"`)
+	bx.ok("lsp", map[string]any{"action": "diagnostics", "file": "*"}, "python (pyproj): `pyright` exit status 1", fmt.Sprintf("%s:%d:%d - error", main, at.Line, at.Col))
 }
 
 // Without pyright the Python server falls back to pylsp, and status names
@@ -53,6 +60,7 @@ func TestPythonFallsBackToPylsp(t *testing.T) {
 	noPyright := *py
 	noPyright.Commands = [][]string{{"pyright-langserver-absent", "--stdio"}, {"pylsp"}}
 	bx := newBox(t, []string{"python.txtar"}, lsp.WithLanguages(&noPyright))
-	bx.ok("lsp", nav("definition", "pyproj/main.py", 8, "new_square"), "pyproj/shapes/base.py:16: def new_square(größe: float) -> Square:")
+	bx.ok("lsp", nav("definition", "pyproj/main.py", bx.fx.Line(t, "pyproj/main.py", "sq = new_square(2)"), "new_square"),
+		bx.fx.At(t, "pyproj/shapes/base.py", "def new_square(")+" def new_square(größe: float) -> Square:")
 	bx.ok("lsp", map[string]any{"action": "status"}, "- python: ", "pylsp")
 }

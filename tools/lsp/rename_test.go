@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/daemon"
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
 // localSession is a session over a real agent daemon serving a temp dir.
@@ -49,21 +50,28 @@ func localSession(t *testing.T, files map[string]string) (*session, string) {
 	return &session{m: m, env: env, conn: conn, sup: m.supervisor(conn), wd: ws, rel: relTo(ws, ws)}, ws
 }
 
-func rng(l1, c1, l2, c2 uint32) Range {
-	return Range{Start: Position{Line: l1, Character: c1}, End: Position{Line: l2, Character: c2}}
+// span is the range of sub where it lies in match, the one occurrence of
+// match in src (ASCII: UTF-16 units are bytes), found by text as
+// toolstest.PosOf finds it.
+func span(t *testing.T, src, match, sub string) Range {
+	t.Helper()
+	i := strings.Index(match, sub)
+	if i < 0 {
+		t.Fatalf("%q does not hold %q", match, sub)
+	}
+	p := toolstest.PosOf(t, src, match, i)
+	start := Position{Line: uint32(p.Line - 1), Character: uint32(p.Col - 1)}
+	return Range{Start: start, End: Position{Line: start.Line, Character: start.Character + uint32(len(sub))}}
 }
 
 func TestPlanEditWithFileOperations(t *testing.T) {
-	s, ws := localSession(t, map[string]string{
-		"a.py":    "from old import f\nf()\n",
-		"old.py":  "def f():\n    pass\n",
-		"gone.py": "x = 1\n",
-	})
+	const a, old = "from old import f\nf()\n", "def f():\n    pass\n"
+	s, ws := localSession(t, map[string]string{"a.py": a, "old.py": old, "gone.py": "x = 1\n"})
 	raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
 	we := &WorkspaceEdit{DocumentChanges: []json.RawMessage{
-		raw(documentChange{TextDocument: &versionedTextDocumentIdentifier{URI: fileURI(ws + "/a.py")}, Edits: []TextEdit{{Range: rng(0, 5, 0, 8), NewText: "new"}}}),
+		raw(documentChange{TextDocument: &versionedTextDocumentIdentifier{URI: fileURI(ws + "/a.py")}, Edits: []TextEdit{{Range: span(t, a, "from old", "old"), NewText: "new"}}}),
 		raw(documentChange{Kind: "rename", OldURI: fileURI(ws + "/old.py"), NewURI: fileURI(ws + "/pkg/new.py")}),
-		raw(documentChange{TextDocument: &versionedTextDocumentIdentifier{URI: fileURI(ws + "/pkg/new.py")}, Edits: []TextEdit{{Range: rng(1, 4, 1, 8), NewText: "return 1"}}}),
+		raw(documentChange{TextDocument: &versionedTextDocumentIdentifier{URI: fileURI(ws + "/pkg/new.py")}, Edits: []TextEdit{{Range: span(t, old, "pass", "pass"), NewText: "return 1"}}}),
 		raw(documentChange{Kind: "create", URI: fileURI(ws + "/pkg/__init__.py")}),
 		raw(documentChange{Kind: "delete", URI: fileURI(ws + "/gone.py")}),
 	}}
@@ -76,6 +84,7 @@ func TestPlanEditWithFileOperations(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"a.py": "from new import f\nf()\n", "pkg/new.py": "def f():\n    return 1\n", "pkg/__init__.py": ""}
+	edited := want
 	for name, text := range want {
 		got, err := os.ReadFile(filepath.Join(ws, name))
 		if err != nil || string(got) != text {
@@ -93,8 +102,8 @@ func TestPlanEditWithFileOperations(t *testing.T) {
 
 	// A file changed between planning and writing: nothing is written.
 	plan, err = s.planEdit(ctx, &WorkspaceEdit{Changes: map[string][]TextEdit{
-		fileURI(ws + "/a.py"):       {{Range: rng(1, 0, 1, 1), NewText: "g"}},
-		fileURI(ws + "/pkg/new.py"): {{Range: rng(0, 4, 0, 5), NewText: "g"}},
+		fileURI(ws + "/a.py"):       {{Range: span(t, edited["a.py"], "\nf()", "f"), NewText: "g"}},
+		fileURI(ws + "/pkg/new.py"): {{Range: span(t, edited["pkg/new.py"], "def f", "f"), NewText: "g"}},
 	}}, encUTF16)
 	if err != nil {
 		t.Fatal(err)

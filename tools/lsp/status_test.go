@@ -26,7 +26,7 @@ func TestStatusSaysWhatIsMissing(t *testing.T) {
 	if strings.Contains(out, `- go: cannot start: no root marker (go.mod) at or above loose; binary`) {
 		t.Errorf("status blames the go binary, which exists:\n%s", out)
 	}
-	bx.bad("lsp", map[string]any{"action": "hover", "file": "loose/notes.go", "line": 1, "symbol": "loose"}, "no go root marker (go.mod)")
+	bx.bad("lsp", nav("hover", "loose/notes.go", bx.fx.Line(t, "loose/notes.go", "package loose"), "loose"), "no go root marker (go.mod)")
 	// Root marker present, binary missing; and both present.
 	bx.ok("lsp", map[string]any{"action": "status", "file": "goproj/main.go"},
 		`- zig: cannot start: binary "zls" not found on the sandbox's PATH`, "- go: can start for root goproj (/")
@@ -35,7 +35,7 @@ func TestStatusSaysWhatIsMissing(t *testing.T) {
 	bx.ok("lsp", map[string]any{"action": "status", "file": "loose/notes.go"},
 		`- rust: cannot start: no root marker (Cargo.toml) at or above loose; binary "rust-analyzer" not found`)
 	// A running server is listed per root.
-	bx.ok("lsp", nav("hover", "goproj/main.go", 14, "sq"), "Square")
+	bx.ok("lsp", goHover(t, bx), "Square")
 	status := bx.ok("lsp", map[string]any{"action": "status"}, "- go: gopls v", "for root goproj (ready")
 	// gopls's version is its build information as JSON; status shows the
 	// name, version, root and state only.
@@ -50,7 +50,7 @@ func TestStatusSaysWhatIsMissing(t *testing.T) {
 
 func TestCrashedServerRestarts(t *testing.T) {
 	bx := newBox(t, []string{"go.txtar"}, lsp.WithRestartBudget(2, time.Hour))
-	bx.ok("lsp", nav("definition", "goproj/main.go", 14, "NewSquare"), "goproj/shapes/shape.go:19:")
+	bx.ok("lsp", goDefinition(t, bx), goDefinedAt(t, bx))
 	kill := func() int {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -76,16 +76,16 @@ func TestCrashedServerRestarts(t *testing.T) {
 	if n := kill(); n != 1 {
 		t.Fatalf("want 1 running language server, found %d", n)
 	}
-	bx.ok("lsp", nav("definition", "goproj/main.go", 14, "NewSquare"), "goproj/shapes/shape.go:19:")
+	bx.ok("lsp", goDefinition(t, bx), goDefinedAt(t, bx))
 	// The restarted server is the one that answers; killing it again uses
 	// up the budget of 2 ...
 	kill()
-	bx.ok("lsp", nav("hover", "goproj/main.go", 14, "sq"), "Square")
+	bx.ok("lsp", goHover(t, bx), "Square")
 	kill()
-	bx.bad("lsp", nav("hover", "goproj/main.go", 14, "sq"), "crashed 2 times", `action "reload"`)
+	bx.bad("lsp", goHover(t, bx), "crashed 2 times", `action "reload"`)
 	// ... and reload starts it again on demand.
 	bx.ok("lsp", map[string]any{"action": "reload", "file": "goproj/main.go"}, "restarted go: gopls")
-	bx.ok("lsp", nav("hover", "goproj/main.go", 14, "sq"), "Square")
+	bx.ok("lsp", goHover(t, bx), "Square")
 }
 
 // A new sandboxd (here: a new Manager on the same sandbox) finds the
@@ -93,7 +93,7 @@ func TestCrashedServerRestarts(t *testing.T) {
 // speaking to a protocol state it does not know, and answers.
 func TestNewManagerRestartsLeftoverServers(t *testing.T) {
 	bx := newBox(t, []string{"go.txtar"})
-	bx.ok("lsp", nav("definition", "goproj/main.go", 14, "NewSquare"), "goproj/shapes/shape.go:19:")
+	bx.ok("lsp", goDefinition(t, bx), goDefinedAt(t, bx))
 	running := func() []string {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -123,7 +123,7 @@ func TestNewManagerRestartsLeftoverServers(t *testing.T) {
 	for _, tool := range bx.lsp.Tools() {
 		bx.reg.Register(tool)
 	}
-	bx.ok("lsp", nav("definition", "goproj/main.go", 14, "NewSquare"), "goproj/shapes/shape.go:19:")
+	bx.ok("lsp", goDefinition(t, bx), goDefinedAt(t, bx))
 	after := running()
 	if len(after) != 1 || after[0] == before[0] {
 		t.Errorf("want exactly one server, a new one: before %v, after %v", before, after)

@@ -26,7 +26,8 @@ func TestVanishedSandboxIsReported(t *testing.T) {
 	env.AfterWrite = m.AfterWrite(env)
 	c := &toolstest.Caller{T: t, Reg: reg, Env: env, Timeout: 2 * time.Minute}
 	c.OK("write", map[string]any{"path": "go.mod", "content": "module example.com/m\n\ngo 1.22\n"})
-	c.OK("write", map[string]any{"path": "main.go", "content": "package main\n\nfunc main() {}\n"})
+	const mainGo = "package main\n\nfunc main() {}\n"
+	c.OK("write", map[string]any{"path": "main.go", "content": mainGo})
 	c.OK("lsp", map[string]any{"action": "status"}, "go")
 	v.Remove(t)
 	res := c.Result("lsp", map[string]any{"action": "status"})
@@ -35,6 +36,6 @@ func TestVanishedSandboxIsReported(t *testing.T) {
 		t.Errorf("the first call after the removal does not say what happened: %q", res.Text())
 	}
 	toolstest.WantGone(t, "lsp diagnostics", c.Result("lsp", map[string]any{"action": "diagnostics", "file": "main.go"}))
-	toolstest.WantGone(t, "lsp_rename", c.Result("lsp_rename", map[string]any{"file": "main.go", "line": 3, "symbol": "main", "new_name": "run"}))
+	toolstest.WantGone(t, "lsp_rename", c.Result("lsp_rename", map[string]any{"file": "main.go", "line": toolstest.LineOf(t, mainGo, "func main"), "symbol": "main", "new_name": "run"}))
 	toolstest.WantGone(t, "write", c.Result("write", map[string]any{"path": "x.go", "content": "package main\n"}))
 }
