@@ -34,6 +34,9 @@ type Client struct {
 
 	watchMu sync.Mutex       // guards feeds
 	feeds   map[string]*feed // workspace watches by root (watch.go)
+
+	idleMu sync.Mutex   // guards idle
+	idle   []idleStream // streams kept for the next reusable call (reuse.go)
 }
 
 // NewClient starts a session over rwc (the attach exec's stdio) and checks
@@ -250,8 +253,12 @@ func (c *Client) Done() <-chan struct{} { return c.sess.CloseChan() }
 // Close ends the session; processes in the sandbox keep running.
 func (c *Client) Close() error { return c.sess.Close() }
 
-// call runs a request/response exchange on a fresh stream.
+// call runs a request/response exchange: on a kept stream when the op and
+// the daemon allow it (reuse.go), else on a fresh one.
 func (c *Client) call(ctx context.Context, req *proto.Request) (*proto.Response, error) {
+	if c.reuses(req.Op) {
+		return c.callAgain(ctx, req)
+	}
 	st, resp, err := c.open(ctx, req)
 	if err != nil {
 		return nil, err
@@ -271,14 +278,25 @@ func (c *Client) open(ctx context.Context, req *proto.Request) (*yamux.Stream, *
 // streamed exec's) to onOutput, on this goroutine, and skips them when
 // onOutput is nil.
 func (c *Client) openWith(ctx context.Context, req *proto.Request, onOutput func(*proto.ExecOutput)) (*yamux.Stream, *proto.Response, error) {
+	return c.exchange(ctx, nil, req, onOutput)
+}
+
+// exchange is openWith on st, a kept stream, or on a fresh one when st is
+// nil. On failure the stream is closed.
+func (c *Client) exchange(ctx context.Context, st *yamux.Stream, req *proto.Request, onOutput func(*proto.ExecOutput)) (*yamux.Stream, *proto.Response, error) {
 	if err := ctx.Err(); err != nil {
+		if st != nil {
+			st.Close()
+		}
 		return nil, nil, ctxError(err, req.Op, 0)
 	}
 	ctx, cancel, own := c.withOpDeadline(ctx, req)
 	defer cancel()
-	st, err := c.sess.OpenStream()
-	if err != nil {
-		return nil, nil, c.sessionError(err, req.Op)
+	if st == nil {
+		var err error
+		if st, err = c.sess.OpenStream(); err != nil {
+			return nil, nil, c.sessionError(err, req.Op)
+		}
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		st.SetDeadline(dl)
@@ -291,7 +309,7 @@ func (c *Client) openWith(ctx context.Context, req *proto.Request, onOutput func
 	})
 	var resp proto.Response
 	raw := c.raw(req.Op)
-	err = c.writeRequest(st, req, raw)
+	err := c.writeRequest(st, req, raw)
 	for err == nil {
 		resp = proto.Response{}
 		if err = proto.ReadFrame(st, &resp); err != nil || resp.Output == nil {
@@ -318,11 +336,16 @@ func (c *Client) openWith(ctx context.Context, req *proto.Request, onOutput func
 		}
 		return nil, nil, c.sessionError(err, req.Op)
 	}
+	st.SetDeadline(time.Time{})
 	if resp.Error != nil {
-		st.Close()
+		// The answer was read whole: a kept stream serves the next call.
+		if req.Again {
+			c.putIdle(st)
+		} else {
+			st.Close()
+		}
 		return nil, nil, errdefs.FromCode(resp.Error.Code, resp.Error.Message)
 	}
-	st.SetDeadline(time.Time{})
 	return st, &resp, nil
 }
 

@@ -311,7 +311,9 @@ func (s *Server) serveSession(ctx context.Context, c io.ReadWriteCloser) error {
 }
 
 // handle serves one stream: one request frame, one response frame, and for
-// attach and dial the raw bytes after it.
+// attach and dial the raw bytes after it; a request that asks to keep the
+// stream (proto.Request.Again, for a reusable op) is followed by the
+// client's next one, served the same way, until either side closes it.
 func (s *Server) handle(ctx context.Context, sess *session, st *yamux.Stream) {
 	keepOpen := false
 	defer func() {
@@ -319,32 +321,54 @@ func (s *Server) handle(ctx context.Context, sess *session, st *yamux.Stream) {
 			st.Close()
 		}
 	}()
-	st.SetReadDeadline(time.Now().Add(s.opts.requestTimeout))
-	var req proto.Request
-	if err := proto.ReadFrame(st, &req); err != nil {
-		if errors.Is(err, io.EOF) {
+	wait := s.opts.requestTimeout
+	for {
+		again, handedOff := s.serveOne(ctx, sess, st, wait)
+		if handedOff {
+			keepOpen = true
 			return
 		}
+		if !again {
+			return
+		}
+		// The client sends its next request when it has one; it gives the
+		// stream up after proto.ReuseIdle, so waiting twice that ends only
+		// streams it has forgotten.
+		wait = 2 * proto.ReuseIdle
+	}
+}
+
+// serveOne serves one request on st, read within wait. It reports whether
+// the stream stays for another request, and whether it was handed to a
+// streaming op (which then owns it).
+func (s *Server) serveOne(ctx context.Context, sess *session, st *yamux.Stream, wait time.Duration) (again, handedOff bool) {
+	st.SetReadDeadline(time.Now().Add(wait))
+	var req proto.Request
+	if err := proto.ReadFrame(st, &req); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, yamux.ErrTimeout) && wait != s.opts.requestTimeout {
+			return false, false // the client closed the stream, or left it idle
+		}
 		s.reply(st, nil, errdefs.InvalidArgument("the request frame could not be read (%v); send one length-prefixed JSON request per stream", err))
-		return
+		return false, false
 	}
 	if req.Raw && req.Op == proto.OpWriteFiles {
 		if err := readRawWrite(st, &req); err != nil {
 			s.reply(st, nil, err)
-			return
+			return false, false
 		}
 	}
 	st.SetReadDeadline(time.Time{})
+	reuse := req.Again && proto.Reusable(req.Op)
 	if err := s.fence.begin(sess); err != nil {
 		s.reply(st, nil, err)
-		return
+		return false, false
 	}
 	defer s.fence.end(sess)
 	replied := false
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("agent handler panicked", "op", req.Op, "panic", p, "stack", string(debug.Stack()))
-			keepOpen = false
+			again, handedOff = false, false
 			if !replied { // after the response the stream carries raw bytes
 				s.reply(st, nil, errdefs.Internal("the agent failed while handling %q: %v", req.Op, p))
 			}
@@ -352,22 +376,23 @@ func (s *Server) handle(ctx context.Context, sess *session, st *yamux.Stream) {
 	}()
 	resp, stream, err := s.dispatch(ctx, sess, st, &req)
 	if err != nil {
-		s.reply(st, nil, err)
-		return
+		return s.reply(st, nil, err) && reuse, false
 	}
 	replied = true
+	ok := false
 	if req.Raw {
-		if !s.replyRaw(st, resp) {
-			return
-		}
-	} else if !s.reply(st, resp, nil) {
-		return
+		ok = s.replyRaw(st, resp)
+	} else {
+		ok = s.reply(st, resp, nil)
+	}
+	if !ok {
+		return false, false
 	}
 	if stream == nil {
-		return
+		return reuse, false
 	}
-	keepOpen = true
 	stream()
+	return false, true
 }
 
 // reply writes the response frame; it reports whether that worked.
@@ -435,7 +460,7 @@ func (s *Server) dispatch(ctx context.Context, sess *session, st *yamux.Stream, 
 	case proto.OpHello:
 		return &proto.Response{Hello: &proto.HelloResponse{
 			Version: proto.Version, PID: os.Getpid(), StartedAt: s.startedAt, Hostname: s.hostname,
-			FDHandoff: true, Fencing: true, Watch: true, RawData: true, SandboxEnv: true,
+			FDHandoff: true, Fencing: true, Watch: true, RawData: true, SandboxEnv: true, StreamReuse: true,
 		}}, nil, nil
 	case proto.OpReadFile:
 		if req.ReadFile == nil {

@@ -62,7 +62,16 @@ type Request struct {
 	// (one per file, empty when skipped) is, unless it is an error. Each
 	// message's raw frames end with a RawEnd frame, and its JSON leaves
 	// the data fields empty. Other ops ignore it.
-	Raw        bool               `json:"raw,omitempty"`
+	Raw bool `json:"raw,omitempty"`
+	// Again keeps the stream for another request after this one's answer,
+	// for the ops Reusable names, with a daemon that advertises
+	// HelloResponse.StreamReuse: the client sends its next request on it
+	// instead of opening a stream, so a call crosses the pipe as two
+	// messages (request, answer) rather than four (with the open's accept
+	// and both closes riding separately). Either side closing the stream
+	// ends it; a client reuses only streams idle for less than
+	// ReuseIdle, and the daemon waits twice that for the next request.
+	Again      bool               `json:"again,omitempty"`
 	ReadFile   *ReadFileRequest   `json:"read_file,omitempty"`
 	ReadFiles  *ReadFilesRequest  `json:"read_files,omitempty"`
 	WriteFiles *WriteFilesRequest `json:"write_files,omitempty"`
@@ -129,6 +138,25 @@ type HelloResponse struct {
 	// SandboxEnv says the daemon takes OpSetEnv. An older daemon answers
 	// it as an unknown op; the client refuses to send it without asking.
 	SandboxEnv bool `json:"sandbox_env,omitempty"`
+	// StreamReuse says the daemon honours Request.Again.
+	StreamReuse bool `json:"stream_reuse,omitempty"`
+}
+
+// ReuseIdle is how long a client keeps an idle reusable stream; the daemon
+// waits twice as long for its next request, so a stream the client takes
+// is never one the daemon is closing.
+const ReuseIdle = time.Minute
+
+// Reusable reports whether op's stream may carry another request after
+// its answer (Request.Again): the file ops, whose whole exchange is their
+// request and answer frames. Ops that watch their stream for the client
+// going away (exec, wait) or carry bytes after the answer never are.
+func Reusable(op Op) bool {
+	switch op {
+	case OpReadFile, OpReadFiles, OpWriteFiles, OpStat, OpWalk:
+		return true
+	}
+	return false
 }
 
 // HandoffByte opens a connection that hands over descriptors; a yamux
