@@ -30,7 +30,9 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -294,7 +296,7 @@ func (e *env) failOnce(ctx context.Context, kind string, round int) (time.Durati
 	if err != nil || len(pods.Items) == 0 {
 		return 0, fmt.Errorf("the pod of replica %d: %v", owner, err)
 	}
-	pod := pods.Items[0].Name
+	pod, oldUID, oldRestarts := pods.Items[0].Name, pods.Items[0].UID, restarts(&pods.Items[0])
 	pid, err := bench.PodProcess(pod, "sandboxd\x00serve")
 	if err != nil {
 		return 0, err
@@ -325,8 +327,51 @@ func (e *env) failOnce(ctx context.Context, kind string, round int) (time.Durati
 	took := time.Since(t0)
 	if kind == "owner frozen" {
 		_ = syscall.Kill(pid, syscall.SIGCONT)
+	} else if err := e.waitReplaced(ctx, owner, oldUID, oldRestarts); err != nil {
+		return 0, err
 	}
 	return took, e.waitReady(ctx, len(e.clients))
+}
+
+// waitReplaced waits until replica index runs again after its failure: a
+// new pod (another UID) or the same pod with its container restarted, and
+// Ready. Until then the old process may still answer for a moment (a pod
+// deleted with grace 0 is killed after its object is gone), which would
+// pass for a replica that is back.
+func (e *env) waitReplaced(ctx context.Context, index int, oldUID types.UID, oldRestarts int32) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		pods, err := e.cs.CoreV1().Pods(e.d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: fmt.Sprintf("apps.kubernetes.io/pod-index=%d", index)})
+		if err == nil {
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if p.DeletionTimestamp == nil && podReady(p) && (p.UID != oldUID || restarts(p) > oldRestarts) {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replica %d was not replaced and ready within 5 minutes of its failure", index)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, cs := range p.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (e *env) scale(ctx context.Context, n int32) error {
