@@ -195,7 +195,8 @@ func (r *Registry) Call(ctx context.Context, env *Env, name string, args json.Ra
 	}
 
 	if key := serialKey(env); !e.spec.ParallelSafe && !holdsTurn(ctx, key) {
-		release, qerr := r.serial.acquire(ctx, key)
+		scope := scopeOf(e.tool, env, args)
+		release, qerr := r.serial.acquireScoped(ctx, key, scope)
 		if qerr != nil {
 			outcome = OutcomeCanceled
 			const msg = "tool %q was not run: the call ended while it waited for an earlier call in this conversation to finish: %w"
@@ -205,7 +206,9 @@ func (r *Registry) Call(ctx context.Context, env *Env, name string, args json.Ra
 			return Result{}, errdefs.Unavailable(msg, name, qerr)
 		}
 		defer release()
-		ctx = withTurn(ctx, key)
+		if scope == nil {
+			ctx = withTurn(ctx, key)
+		}
 	}
 
 	res, terr, panicked := r.invoke(ctx, env, e, args)
@@ -240,6 +243,20 @@ func (r *Registry) invoke(ctx context.Context, env *Env, e *entry, args json.Raw
 	}()
 	res, err = e.tool.Call(ctx, env, args)
 	return res, err, false
+}
+
+// scopeOf is the names a call of t changes (Scoped), or nil for the whole
+// conversation.
+func scopeOf(t Tool, env *Env, args json.RawMessage) []string {
+	sc, ok := t.(Scoped)
+	if !ok {
+		return nil
+	}
+	names, ok := sc.Scope(env, args)
+	if !ok || len(names) == 0 {
+		return nil
+	}
+	return names
 }
 
 // serialKey is the queue that non-parallel-safe calls share: the

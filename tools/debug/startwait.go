@@ -17,13 +17,14 @@ const startGrace = time.Second
 // runWait is how long to wait for the next stop after the program was
 // started or resumed: the full stop wait when a breakpoint the adapter
 // placed may stop it, else the grace. A session resumed after a restart
-// does not know its breakpoints and keeps the full wait while the
-// conversation has any.
+// does not know which breakpoints its adapter holds (they were placed by
+// the sandboxd before), so it keeps the full wait: otherwise a program
+// that ends a moment past the grace would be answered "running".
 func (c *call) runWait(s *session) time.Duration {
 	s.mu.Lock()
 	armed := len(s.armed) > 0
 	s.mu.Unlock()
-	if armed || s.resumed && len(c.sv.breakpoints(c.key)) > 0 {
+	if armed || s.resumed {
 		return c.sv.to.stop
 	}
 	return min(startGrace, c.sv.to.stop)

@@ -46,6 +46,12 @@ type editArgs struct {
 	ReplaceAll bool   `json:"replace_all"`
 }
 
+// Scope lets calls that change other files of the conversation go side by
+// side with this one (tools.Scoped).
+func (t *editTool) Scope(_ *tools.Env, raw json.RawMessage) ([]string, bool) { return pathScope(raw) }
+
+var _ tools.Scoped = (*editTool)(nil)
+
 func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (tools.Result, error) {
 	var a editArgs
 	if err := json.Unmarshal(raw, &a); err != nil {

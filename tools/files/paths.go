@@ -1,6 +1,10 @@
 package files
 
 import (
+	"encoding/json"
+	"path"
+	"strings"
+
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -17,4 +21,22 @@ func resolve(_ *tools.Env, conn *tools.SandboxConn, arg, p string) (string, stri
 		return "", err.Error()
 	}
 	return abs, ""
+}
+
+// pathScope is the scope (tools.Scoped) of a call that changes the file
+// named by its "path" argument: the file's base name, which every spelling
+// of the path shares. A call whose path cannot be read takes the whole
+// conversation's turn; the tool then says what is wrong with it.
+func pathScope(raw json.RawMessage) ([]string, bool) {
+	var a struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(raw, &a) != nil {
+		return nil, false
+	}
+	base := path.Base(strings.TrimRight(a.Path, "/"))
+	if base == "" || base == "." || base == "/" || base == ".." {
+		return nil, false
+	}
+	return []string{base}, true
 }

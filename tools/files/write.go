@@ -34,6 +34,12 @@ func (t *writeTool) Spec() tools.Spec {
 
 func (t *writeTool) Available(env *tools.Env) bool { return available(env) }
 
+// Scope lets calls that change other files of the conversation go side by
+// side with this one (tools.Scoped).
+func (t *writeTool) Scope(_ *tools.Env, raw json.RawMessage) ([]string, bool) { return pathScope(raw) }
+
+var _ tools.Scoped = (*writeTool)(nil)
+
 func (t *writeTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (tools.Result, error) {
 	var a struct {
 		Path    string `json:"path"`
