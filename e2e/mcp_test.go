@@ -235,6 +235,52 @@ func TestMCPGoSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("progress streams a call's output", func(t *testing.T) {
+		type note struct {
+			text string
+			at   time.Time
+		}
+		notes := make(chan note, 16)
+		c := mcp.NewClient(&mcp.Implementation{Name: "sandboxd-e2e-go", Version: "1.0.0"}, &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+				notes <- note{req.Params.Message, time.Now()}
+			},
+		})
+		ps, err := c.Connect(cctx, &mcp.StreamableClientTransport{
+			Endpoint: m.endpoint(m.run.ID), HTTPClient: &http.Client{Transport: bearer{m.d.Token, http.DefaultTransport}}, MaxRetries: -1,
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ps.Close()
+		params := &mcp.CallToolParams{Name: "shell", Arguments: map[string]any{"command": "echo first; sleep 3; echo second"}}
+		params.SetProgressToken("shell-1")
+		res, err := ps.CallTool(cctx, params)
+		returned := time.Now()
+		if err != nil || res.IsError {
+			t.Fatalf("streamed shell: %v %+v", err, res)
+		}
+		// The client may hand notifications to the handler after the result:
+		// collect until both lines are in, or a deadline.
+		var got []note
+		for deadline := time.After(10 * time.Second); len(got) < 2 || !strings.Contains(got[len(got)-1].text, "second"); {
+			select {
+			case n := <-notes:
+				got = append(got, n)
+				continue
+			case <-deadline:
+			}
+			break
+		}
+		if len(got) < 2 || !strings.Contains(got[0].text, "first") || strings.Contains(got[0].text, "second") {
+			t.Fatalf("progress %+v, want \"first\" alone first, then \"second\"", got)
+		}
+		// The first line came while the command still slept, not with the result.
+		if lead := returned.Sub(got[0].at); lead < time.Second {
+			t.Fatalf("the first line arrived %s before the result; want it while the command ran", lead)
+		}
+	})
+
 	t.Run("wrong token", func(t *testing.T) {
 		if _, err := mcpConnect(cctx, m.endpoint(m.run.ID), "sbx_not-a-token"); err == nil {
 			t.Fatal("connect with a wrong token succeeded")

@@ -245,6 +245,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, tenant, run strin
 		}
 	}
 	sse, ok := answerStream(r.Header.Get("Accept"))
+	canSSE := acceptsStream(r.Header.Get("Accept"))
 	if !ok {
 		writeHTTPError(w, http.StatusNotAcceptable, "the Accept header allows neither application/json nor text/event-stream; accept both, as the MCP transport asks")
 		return
@@ -292,6 +293,13 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, tenant, run strin
 	if !m.isRequest() {
 		h.notice(s, m)
 		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if tok := progressToken(m); tok != nil && m.Method == "tools/call" && canSSE {
+		// The call's output goes to the client as progress while it runs,
+		// so the answer is a stream even for a client that also takes JSON.
+		ps := newProgressSink(tok)
+		h.streamWith(w, r, ps.out, func(ctx context.Context) any { return h.dispatch(tools.WithOutputSink(ctx, ps), s, m) })
 		return
 	}
 	if sse {
@@ -419,6 +427,16 @@ func answerStream(accept string) (sse, ok bool) {
 		}
 	}
 	return !jsonOK && sseOK, jsonOK || sseOK
+}
+
+// acceptsStream reports whether accept allows an SSE answer at all.
+func acceptsStream(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && (mt == "text/event-stream" || mt == "text/*" || mt == "*/*") {
+			return true
+		}
+	}
+	return false
 }
 
 func supported(v string) bool {

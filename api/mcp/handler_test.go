@@ -50,6 +50,11 @@ func (f *fakeRuns) Call(ctx context.Context, tenant, run, name string, args json
 		return tools.Error("permission denied: no human is connected to space \"ops\""), nil
 	case "paused":
 		return tools.Result{}, errdefs.FailedPrecondition("the sandbox is paused; unpause it")
+	case "chatty":
+		tools.EmitOutput(ctx, "stdout", "first\n")
+		tools.EmitOutput(ctx, "stderr", "careful\n")
+		tools.EmitOutput(ctx, "stdout", "second\n")
+		return tools.Text("done"), nil
 	case "block":
 		close(f.blocked)
 		<-ctx.Done()
@@ -406,5 +411,50 @@ func TestLongCallKeepsItsSession(t *testing.T) {
 	}
 	if code, _, _ := rg.post("r1", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, HeaderSession, sid); code != 200 {
 		t.Errorf("ping right after the long call = %d", code)
+	}
+}
+
+// A call that asks for progress gets the tool's live output as
+// notifications/progress on an SSE answer, in order and growing, before its
+// result; without a token the same call answers plain JSON.
+func TestProgressCarriesLiveOutput(t *testing.T) {
+	rg := newRig(t)
+	sid := rg.initialize("r1", Version20250618)
+	code, h, body := rg.post("r1", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"chatty","arguments":{},"_meta":{"progressToken":"tok-1"}}}`, HeaderSession, sid)
+	if code != 200 || h.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("call with a progress token = %d %s %q, want an SSE answer", code, h.Get("Content-Type"), body)
+	}
+	var got []string
+	last := 0.0
+	for _, line := range strings.Split(body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		m := decode(t, data)
+		if m["method"] == "notifications/progress" {
+			p := m["params"].(map[string]any)
+			if p["progressToken"] != "tok-1" || p["progress"].(float64) <= last {
+				t.Fatalf("progress %v after %v, token %v", p["progress"], last, p["progressToken"])
+			}
+			last = p["progress"].(float64)
+			got = append(got, p["message"].(string))
+			continue
+		}
+		if m["id"] != 5.0 || !strings.Contains(data, `"done"`) {
+			t.Fatalf("the answer %s", data)
+		}
+		got = append(got, "result")
+	}
+	if want := "first\n|[stderr] careful\n|second\n|result"; strings.Join(got, "|") != want {
+		t.Fatalf("stream %q, want %q", strings.Join(got, "|"), want)
+	}
+	code, h, body = rg.post("r1", `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"chatty","arguments":{}}}`, HeaderSession, sid)
+	if code != 200 || h.Get("Content-Type") != "application/json" || strings.Contains(body, "progress") {
+		t.Fatalf("call without a token = %d %s %q, want plain JSON", code, h.Get("Content-Type"), body)
+	}
+	code, h, _ = rg.post("r1", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"chatty","arguments":{},"_meta":{"progressToken":7}}}`, HeaderSession, sid, "Accept", "application/json")
+	if code != 200 || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("a client that takes only JSON = %d %s, want plain JSON even with a token", code, h.Get("Content-Type"))
 	}
 }

@@ -15,6 +15,13 @@ import (
 // away ends its calls as it would end a plain POST's; the handler waits for
 // it in every case.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, answer func(ctx context.Context) any) {
+	h.streamWith(w, r, nil, answer)
+}
+
+// streamWith is stream that also sends, before the answer, the messages
+// that arrive on notes while it is computed (a call's progress); those
+// queued when the answer is ready go first.
+func (h *Handler) streamWith(w http.ResponseWriter, r *http.Request, notes <-chan []byte, answer func(ctx context.Context) any) {
 	done := make(chan any, 1)
 	go func() { done <- answer(r.Context()) }()
 
@@ -46,7 +53,17 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, answer func(ctx
 		select {
 		case <-tick.C:
 			send([]byte(": heartbeat\n\n"))
+		case b := <-notes:
+			send(sseMessage(b))
 		case v := <-done:
+			for drained := false; !drained; {
+				select {
+				case b := <-notes:
+					send(sseMessage(b))
+				default:
+					drained = true
+				}
+			}
 			if v == nil {
 				return // only notifications: nothing to answer
 			}
@@ -54,8 +71,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, answer func(ctx
 			if err != nil {
 				b = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"the answer could not be encoded; this is a bug in sandboxd"}}`)
 			}
-			send(append(append([]byte("event: message\ndata: "), b...), '\n', '\n'))
+			send(sseMessage(b))
 			return
 		}
 	}
+}
+
+// sseMessage is one SSE event carrying a JSON-RPC message.
+func sseMessage(b []byte) []byte {
+	return append(append([]byte("event: message\ndata: "), b...), '\n', '\n')
 }
