@@ -21,6 +21,7 @@ var pythonTests = []string{
 	"test_shell_output_streams_before_the_result",
 	"test_closing_a_tool_stream_ends_the_call",
 	"test_eval_keeps_its_state",
+	"test_eval_image_is_an_image_block",
 	"test_unknown_run_is_not_found",
 	"test_bad_token_is_unauthorized",
 	"test_bad_requests_are_invalid_argument",

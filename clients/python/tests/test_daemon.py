@@ -166,6 +166,23 @@ class AgainstDaemon(unittest.TestCase):
         self.assertIn("42", b.text)
         self.assertEqual(b.execution_count, a.execution_count + 1)
 
+    def test_eval_image_is_an_image_block(self) -> None:
+        cell = (
+            "import struct, zlib\n"
+            "from IPython.display import Image, display\n"
+            "def _chunk(kind, data):\n"
+            "    return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data) & 0xffffffff)\n"
+            "_png = (b'\\x89PNG\\r\\n\\x1a\\n' + _chunk(b'IHDR', struct.pack('>IIBBBBB', 2, 1, 8, 2, 0, 0, 0))\n"
+            "        + _chunk(b'IDAT', zlib.compress(b'\\x00\\xff\\x00\\x00\\x00\\x00\\xff')) + _chunk(b'IEND', b''))\n"
+            "display(Image(data=_png))\n"
+        )
+        res = self.client.call_tool(self.agent_run.id, "eval", {"code": cell, "description": "a 2x1 PNG"})
+        self.assertFalse(res.is_error, res.text)
+        images = [b for b in res.content if b.type == "image"]
+        self.assertEqual(len(images), 1, res.text)
+        self.assertEqual(images[0].mime_type, "image/png")
+        self.assertTrue(images[0].image_bytes().startswith(b"\x89PNG\r\n\x1a\n"), images[0].image_bytes()[:16])
+
     def test_bad_arguments_are_a_result_for_the_model(self) -> None:
         res = self.client.call_tool(self.agent_run.id, "read", {"nope": 1})
         self.assertTrue(res.is_error)
