@@ -78,6 +78,13 @@ func NewRouter(next http.Handler, o RouterOptions) *Router {
 	mux.HandleFunc("GET /v1/runs/{id}/tools", rt.byRun)
 	mux.HandleFunc("POST /v1/runs/{id}/tools/{name}", rt.byRun)
 	mux.HandleFunc("DELETE /v1/runs/{id}", rt.byRun)
+	// A run's MCP sessions and its call log live on the replica that owns
+	// its conversation, as its calls do.
+	mux.HandleFunc("POST /v1/runs/{id}/mcp", rt.byRun)
+	mux.HandleFunc("GET /v1/runs/{id}/mcp", rt.byRun)
+	mux.HandleFunc("DELETE /v1/runs/{id}/mcp", rt.byRun)
+	mux.HandleFunc("GET /v1/runs/{id}/calls", rt.byRun)
+	mux.HandleFunc("GET /v1/sandboxes/{id}/stats", rt.bySandbox)
 	mux.HandleFunc("GET /v1/spaces/{space}/questions", rt.listQuestions)
 	mux.HandleFunc("POST /v1/questions/{id}/answer", rt.answerQuestion)
 	mux.Handle("/", next)

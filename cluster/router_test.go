@@ -97,6 +97,21 @@ func TestRouterForwardsToTheOwner(t *testing.T) {
 	if b.owners.Owned() != 0 || a.owners.Owned() != 1 {
 		t.Fatalf("owned: a %d, b %d", a.owners.Owned(), b.owners.Owned())
 	}
+	// A run's MCP endpoint and its call log live with its calls, at the owner.
+	if _, _, body := post(t, b.srv.URL+"/v1/runs/run_1/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`); !strings.Contains(body, "served by sd-0 forwarded=true") {
+		t.Fatalf("POST /v1/runs/run_1/mcp at b: %s", body)
+	}
+	calls, _ := http.NewRequest("GET", b.srv.URL+"/v1/runs/run_1/calls", nil)
+	calls.Header.Set("Authorization", "Bearer "+humanToken)
+	if resp, err := http.DefaultClient.Do(calls); err != nil {
+		t.Fatal(err)
+	} else {
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(got), "served by sd-0 forwarded=true") {
+			t.Fatalf("GET /v1/runs/run_1/calls at b: %s", got)
+		}
+	}
 	// A create call is routed by the conversation in its body.
 	if _, _, body := post(t, b.srv.URL+"/v1/runs", `{"conversation":"c1"}`); !strings.Contains(body, "served by sd-0") {
 		t.Fatalf("POST /v1/runs for a's conversation at b: %s", body)
