@@ -100,7 +100,8 @@ func (bx *dockerBox) result(ch <-chan callResult) callResult {
 
 // A FIFO in a real sandbox: read, edit and apply_patch of it answer with a
 // sentence naming it and its type, and a write issued with them (queued
-// behind the edit and the patch in the conversation's line) is made.
+// behind the patch, which takes the whole conversation's turn, and so behind
+// the edit before it) is made.
 func TestFIFOInSandboxAnswersAndDoesNotHoldTheQueue(t *testing.T) {
 	bx := newDockerBox(t)
 	if r := bx.result(bx.start("shell", map[string]any{"command": "mkfifo pipe"})); r.isErr {
@@ -148,7 +149,8 @@ func TestStuckCallFreesTheQueueAtItsDeadline(t *testing.T) {
 	results := make(chan callResult, 2)
 	for _, ch := range []<-chan callResult{
 		bx.start("edit", map[string]any{"path": "a.txt", "old": "one", "new": "two"}),
-		bx.start("write", map[string]any{"path": "b.txt", "content": "other\n"}),
+		// The same file: writes of other files do not queue behind it.
+		bx.start("write", map[string]any{"path": "a.txt", "content": "other\n"}),
 	} {
 		go func() { results <- bx.result(ch) }()
 	}
