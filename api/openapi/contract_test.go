@@ -88,7 +88,7 @@ func TestEveryV1RouteIsInTheTable(t *testing.T) {
 			continue
 		}
 		if !inTable[p] {
-			t.Errorf("route %q is served but not in api.Contract(); add its entry (request and answer types) beside routes() in api/server.go", p)
+			t.Errorf("route %q is served but not in api.Contract(); add its entry (request and answer types) to the table in api/contract.go", p)
 		}
 	}
 	if seen == 0 {
