@@ -338,8 +338,9 @@ func (c *Client) exchange(ctx context.Context, st *yamux.Stream, req *proto.Requ
 	}
 	st.SetDeadline(time.Time{})
 	if resp.Error != nil {
-		// The answer was read whole: a kept stream serves the next call.
-		if req.Again {
+		// The answer was read whole: a stream the daemon keeps serves the
+		// next call.
+		if req.Again && resp.Kept {
 			c.putIdle(st)
 		} else {
 			st.Close()

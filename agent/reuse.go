@@ -28,9 +28,9 @@ func (c *Client) reuses(op proto.Op) bool {
 
 // callAgain is call on a kept stream (or a fresh one when none is kept),
 // asking the daemon to keep it; the stream goes back to the client's pool
-// once its answer was read whole, and is closed on any failure (a
-// cancellation included), so a stream in the pool never holds half an
-// exchange.
+// once its answer was read whole and says the daemon kept it, and is closed
+// on any failure (a cancellation included), so a stream in the pool never
+// holds half an exchange nor one the daemon let go.
 func (c *Client) callAgain(ctx context.Context, req *proto.Request) (*proto.Response, error) {
 	again := *req // the caller's request is not changed
 	again.Again = true
@@ -38,7 +38,11 @@ func (c *Client) callAgain(ctx context.Context, req *proto.Request) (*proto.Resp
 	if err != nil {
 		return nil, err
 	}
-	c.putIdle(st)
+	if resp.Kept {
+		c.putIdle(st)
+	} else {
+		st.Close()
+	}
 	return resp, nil
 }
 

@@ -43,6 +43,9 @@ func TestReusedStreamServesRequestsInTurn(t *testing.T) {
 		if err := proto.ReadFrame(st, &resp); err != nil {
 			t.Fatalf("answer %d: %v", i, err)
 		}
+		if !resp.Kept {
+			t.Fatalf("answer %d does not say the stream is kept: %+v", i, resp)
+		}
 		switch i {
 		case 0:
 			if blobs, err := proto.ReadRaw(st, proto.MaxRawTotal); err != nil || len(blobs) != 1 || string(blobs[0]) != "first" {
@@ -77,11 +80,34 @@ func TestAgainIsIgnoredForExec(t *testing.T) {
 	st.SetDeadline(time.Now().Add(10 * time.Second))
 	st.Write(frame(`{"op":"exec","again":true,"exec":{"argv":["true"]}}`))
 	var resp proto.Response
-	if err := proto.ReadFrame(st, &resp); err != nil || resp.Error != nil {
-		t.Fatalf("exec answer: %+v, %v", resp, err)
+	if err := proto.ReadFrame(st, &resp); err != nil || resp.Error != nil || resp.Kept {
+		t.Fatalf("exec answer: %+v, %v; want an answer that does not keep the stream", resp, err)
 	}
 	var b [1]byte
 	if _, err := st.Read(b[:]); !errors.Is(err, io.EOF) {
 		t.Fatalf("read after the exec's answer: %v, want EOF", err)
+	}
+}
+
+// A refusal after which the daemon closes the stream (raw frames it could
+// not read leave it out of step) says so: the answer is not kept, and the
+// stream ends.
+func TestRefusedRawWriteIsNotKept(t *testing.T) {
+	root := t.TempDir()
+	sess := rawSession(t, New())
+	st, err := sess.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.SetDeadline(time.Now().Add(10 * time.Second))
+	st.Write(append(frame(`{"op":"write_files","again":true,"raw":true,"write_files":{"root":"`+root+`","files":[{"path":"a.txt"}]}}`), 'z', 0, 0, 0, 0))
+	var resp proto.Response
+	if err := proto.ReadFrame(st, &resp); err != nil || resp.Error == nil || resp.Kept {
+		t.Fatalf("answer to bad raw frames: %+v, %v; want a refusal that does not keep the stream", resp, err)
+	}
+	var b [1]byte
+	if _, err := st.Read(b[:]); !errors.Is(err, io.EOF) {
+		t.Fatalf("read after the refusal: %v, want EOF", err)
 	}
 }

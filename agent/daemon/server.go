@@ -376,9 +376,10 @@ func (s *Server) serveOne(ctx context.Context, sess *session, st *yamux.Stream, 
 	}()
 	resp, stream, err := s.dispatch(ctx, sess, st, &req)
 	if err != nil {
-		return s.reply(st, nil, err) && reuse, false
+		return s.reply(st, &proto.Response{Kept: reuse}, err) && reuse, false
 	}
 	replied = true
+	resp.Kept = reuse && stream == nil
 	ok := false
 	if req.Raw {
 		ok = s.replyRaw(st, resp)
@@ -401,7 +402,7 @@ func (s *Server) reply(st *yamux.Stream, resp *proto.Response, err error) bool {
 		resp = &proto.Response{}
 	}
 	if err != nil {
-		resp = &proto.Response{Error: &proto.Error{Code: errdefs.Code(err), Message: err.Error()}}
+		resp = &proto.Response{Kept: resp.Kept, Error: &proto.Error{Code: errdefs.Code(err), Message: err.Error()}}
 	}
 	st.SetWriteDeadline(time.Now().Add(s.opts.requestTimeout))
 	werr := proto.WriteFrame(st, resp)

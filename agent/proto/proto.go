@@ -92,6 +92,11 @@ type Request struct {
 // Response is the first frame the agent writes back. Error is set when the
 // op failed; otherwise the field matching the op is set (none for Empty ops).
 type Response struct {
+	// Kept says the daemon waits on this stream for the client's next
+	// request (Request.Again honoured); a client reuses a stream only
+	// after an answer that says so, so a stream the daemon closes after
+	// a refusal is never taken again.
+	Kept      bool               `json:"kept,omitempty"`
 	Error     *Error             `json:"error,omitempty"`
 	Hello     *HelloResponse     `json:"hello,omitempty"`
 	ReadFile  *ReadFileResponse  `json:"read_file,omitempty"`
