@@ -92,7 +92,31 @@ func startDaemon(t *testing.T, backend, dataDir string, extra ...string) *daemon
 	d.start()
 	t.Cleanup(d.stop)
 	t.Cleanup(d.reportContract)
+	t.Cleanup(d.deleteLeftovers)
 	return d
+}
+
+// deleteLeftovers deletes, at the end of the test, the sandboxes the
+// daemon still lists for its token: a sandbox outlives its daemon on
+// purpose (the host backend's agent daemon keeps running, a container
+// stays), so one a test forgot would be left on the machine.
+func (d *daemon) deleteLeftovers() {
+	select {
+	case <-d.done:
+		return // stopped by the test; a later daemon on the data dir cleans up
+	default:
+	}
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sbs, err := d.Client.ListSandboxes(c, "")
+	if err != nil {
+		return
+	}
+	for _, sb := range sbs {
+		if err := d.Client.DeleteSandbox(c, sb.ID); err != nil {
+			d.t.Logf("a sandbox left by the test (%s) could not be deleted: %v", sb.ID, err)
+		}
+	}
 }
 
 func (d *daemon) start() {
