@@ -335,6 +335,9 @@ func TestShutdownEndsWorkers(t *testing.T) {
 			t.Fatalf("worker process %d still runs after sandboxd stopped", pid)
 		}
 	}
+	// The sandbox's agent outlives a stopped sandboxd by design: start it
+	// again on the same data dir so the cleanup can delete the sandbox.
+	d.start()
 }
 
 // TestVibeWorkerInBareSandbox: the relay is the agent's own, so a worker

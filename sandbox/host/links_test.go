@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -32,6 +33,8 @@ func TestHardLinkOutsideIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The agent daemon outlives the manager by design: remove the sandbox.
+	t.Cleanup(func() { b.Remove(context.Background(), info.ID) })
 	c, _, err := m.Agent(ctx(t), "t", "links")
 	if err != nil {
 		t.Fatal(err)
