@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -38,26 +37,20 @@ func (s *Server) listCalls(w http.ResponseWriter, r *http.Request, tenant string
 	if err != nil {
 		return err
 	}
-	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+	if !wantsStream(r) {
 		writeJSON(w, http.StatusOK, s.calls.Calls(tenant, run.ID))
 		return nil
 	}
 	sub, backlog := s.calls.Subscribe(tenant, run.ID)
 	defer sub.Close()
 
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
+	// The same SSE writer as a streamed tool call's: headers with the first
+	// event, a write deadline per event, cleared when the stream ends.
+	sw := newSSEWriter(w)
+	defer sw.release()
 	send := func(b []byte) bool {
-		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
+		sw.send(b)
+		return !sw.failed
 	}
 	if !send([]byte("retry: 2000\n: connected\n\n")) {
 		return nil
