@@ -117,26 +117,49 @@ func Default() *Config {
 	return c
 }
 
-// Load reads and validates the file at path; an empty path yields Default().
-func Load(path string) (*Config, error) {
+// Check validates a part of the config that another package owns (a tool
+// family's section). Its error names the key and says what to do, as
+// "lsp.servers[0].command: is empty; give ..."; Load prefixes the file.
+type Check func(*Config) error
+
+// Load reads and validates the file at path, then runs checks on it in
+// order; an empty path yields Default(), checked the same way. Every error
+// has one shape: "config FILE: key.path: what is wrong; what to do".
+func Load(path string, checks ...Check) (*Config, error) {
+	c, err := load(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, check := range checks {
+		if err := check(c); err != nil {
+			if path == "" {
+				return nil, fmt.Errorf("config (none given, the defaults): %w", err)
+			}
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	return c, nil
+}
+
+func load(path string) (*Config, error) {
 	if path == "" {
 		return Default(), nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("config file %s cannot be opened: %w", path, err)
+		return nil, fmt.Errorf("config %s: cannot be opened: %w", path, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("config file %s cannot be read: %w", path, err)
+		return nil, fmt.Errorf("config %s: cannot be read: %w", path, err)
 	}
 	if len(data) > maxFileBytes {
-		return nil, fmt.Errorf("config file %s is larger than %d bytes; it should be a short YAML file", path, maxFileBytes)
+		return nil, fmt.Errorf("config %s: is larger than %d bytes; it should be a short YAML file", path, maxFileBytes)
 	}
 	c, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	c.Path = path
 	return c, nil
@@ -154,7 +177,7 @@ func Parse(data []byte) (*Config, error) {
 	// than ignore half the file.
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return nil, errors.New("holds more than one YAML document; keep every key in one document")
+		return nil, errors.New("the file holds more than one YAML document; keep every key in one document")
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {

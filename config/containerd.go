@@ -31,13 +31,13 @@ var runtimeName = regexp.MustCompile(`^[a-z0-9]+(\.[a-z0-9]+)+$`)
 func (c Containerd) Validate() error {
 	switch {
 	case c.Address != "" && !filepath.IsAbs(c.Address):
-		return fmt.Errorf("containerd.address %q is not an absolute socket path; use e.g. /run/containerd/containerd.sock", c.Address)
+		return fmt.Errorf("containerd.address: %q is not an absolute socket path; use e.g. /run/containerd/containerd.sock", c.Address)
 	case c.Namespace != "" && (len(c.Namespace) > 76 || !containerdName.MatchString(c.Namespace)):
-		return fmt.Errorf("containerd.namespace %q is not a valid containerd namespace; use letters, digits, '.', '_' and '-', starting and ending with a letter or digit", c.Namespace)
+		return fmt.Errorf("containerd.namespace: %q is not a valid containerd namespace; use letters, digits, '.', '_' and '-', starting and ending with a letter or digit", c.Namespace)
 	case c.Snapshotter != "" && !containerdName.MatchString(c.Snapshotter):
-		return fmt.Errorf("containerd.snapshotter %q is not a valid snapshotter name; use e.g. overlayfs or native", c.Snapshotter)
+		return fmt.Errorf("containerd.snapshotter: %q is not a valid snapshotter name; use e.g. overlayfs or native", c.Snapshotter)
 	case c.Runtime != "" && !runtimeName.MatchString(c.Runtime):
-		return fmt.Errorf("containerd.runtime %q is not a runtime name; use the io.containerd.<name>.<version> form, e.g. io.containerd.runc.v2", c.Runtime)
+		return fmt.Errorf("containerd.runtime: %q is not a runtime name; use the io.containerd.<name>.<version> form, e.g. io.containerd.runc.v2", c.Runtime)
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ func (d Debug) TTL() time.Duration {
 // the file.
 func (d Debug) Check() error {
 	if d.SessionTTL < 0 {
-		return fmt.Errorf("debug.session_ttl is %s; give a positive duration such as \"30m\"", d.SessionTTL.D())
+		return fmt.Errorf("debug.session_ttl: is %s; give a positive duration such as \"30m\"", d.SessionTTL.D())
 	}
 	return nil
 }

@@ -89,13 +89,13 @@ func (e Eval) WithDefaults() Eval {
 func (e Eval) Validate() error {
 	switch {
 	case e.Budget < 0:
-		return fmt.Errorf("eval.budget is negative; use a positive duration such as \"5m\"")
+		return fmt.Errorf("eval.budget: is negative; use a positive duration such as \"5m\"")
 	case e.MaxBudget < 0:
-		return fmt.Errorf("eval.max_budget is negative; use a positive duration such as \"1h\"")
+		return fmt.Errorf("eval.max_budget: is negative; use a positive duration such as \"1h\"")
 	case e.Budget > 0 && e.MaxBudget > 0 && e.Budget > e.MaxBudget:
-		return fmt.Errorf("eval.budget (%s) is larger than eval.max_budget (%s); raise max_budget or lower budget", e.Budget.D(), e.MaxBudget.D())
+		return fmt.Errorf("eval.budget: %s is larger than eval.max_budget (%s); raise max_budget or lower budget", e.Budget.D(), e.MaxBudget.D())
 	case e.MaxOutputBytes < 0 || (e.MaxOutputBytes > 0 && e.MaxOutputBytes < 1024):
-		return fmt.Errorf("eval.max_output_bytes is %d; use at least 1024 (0 for the default, 64 KiB)", e.MaxOutputBytes)
+		return fmt.Errorf("eval.max_output_bytes: is %d; use at least 1024 (0 for the default, 64 KiB)", e.MaxOutputBytes)
 	}
 	return e.Jail.validate()
 }
@@ -103,23 +103,23 @@ func (e Eval) Validate() error {
 func (j EvalJail) validate() error {
 	switch {
 	case j.UIDFirst < 0 || j.UIDFirst == 0 && j.UIDCount > 0:
-		return fmt.Errorf("eval.jail.uid_first is %d; give the first uid of the host kernels' range, above 0 (root is never used)", j.UIDFirst)
+		return fmt.Errorf("eval.jail.uid_first: is %d; give the first uid of the host kernels' range, above 0 (root is never used)", j.UIDFirst)
 	case j.UIDCount < 0:
-		return fmt.Errorf("eval.jail.uid_count is %d; give how many uids the range has (0 for the default, 100000)", j.UIDCount)
+		return fmt.Errorf("eval.jail.uid_count: is %d; give how many uids the range has (0 for the default, 100000)", j.UIDCount)
 	case j.UIDFirst > 0 && int64(j.UIDFirst)+int64(max(j.UIDCount, 1)) > 1<<31-1:
-		return fmt.Errorf("eval.jail.uid_first %d with uid_count %d runs past the largest uid 2147483646; lower them", j.UIDFirst, j.UIDCount)
+		return fmt.Errorf("eval.jail.uid_first: %d with uid_count %d runs past the largest uid 2147483646; lower them", j.UIDFirst, j.UIDCount)
 	case j.MemoryMB < 0 || (j.MemoryMB > 0 && j.MemoryMB < 64):
-		return fmt.Errorf("eval.jail.memory_mb is %d; give at least 64 (0 for the default, 1024)", j.MemoryMB)
+		return fmt.Errorf("eval.jail.memory_mb: is %d; give at least 64 (0 for the default, 1024)", j.MemoryMB)
 	case j.Pids < 0 || (j.Pids > 0 && j.Pids < 16):
-		return fmt.Errorf("eval.jail.pids is %d; give at least 16 (0 for the default, 256)", j.Pids)
+		return fmt.Errorf("eval.jail.pids: is %d; give at least 16 (0 for the default, 256)", j.Pids)
 	case j.CPUs < 0:
-		return fmt.Errorf("eval.jail.cpus is %g; give a positive number of CPUs such as 1 or 0.5", j.CPUs)
+		return fmt.Errorf("eval.jail.cpus: is %g; give a positive number of CPUs such as 1 or 0.5", j.CPUs)
 	case j.FileSizeMB < 0:
-		return fmt.Errorf("eval.jail.file_size_mb is %d; give a positive size (0 for the default, 1024)", j.FileSizeMB)
+		return fmt.Errorf("eval.jail.file_size_mb: is %d; give a positive size (0 for the default, 1024)", j.FileSizeMB)
 	}
 	for _, p := range j.ReadOnly {
 		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
-			return fmt.Errorf("eval.jail.read_only has %q; give clean absolute paths below /", p)
+			return fmt.Errorf("eval.jail.read_only: has %q; give clean absolute paths below /", p)
 		}
 	}
 	return nil

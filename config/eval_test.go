@@ -19,15 +19,15 @@ func TestEvalKeys(t *testing.T) {
 		t.Fatal("host kernels are on by default without tenants")
 	}
 	for yaml, want := range map[string]string{
-		"eval:\n  budget: 2h\n  max_budget: 1h\n":                   "eval.budget (2h0m0s) is larger than eval.max_budget",
-		"eval:\n  max_output_bytes: 10\n":                           "eval.max_output_bytes is 10",
+		"eval:\n  budget: 2h\n  max_budget: 1h\n":                   "eval.budget: 2h0m0s is larger than eval.max_budget",
+		"eval:\n  max_output_bytes: 10\n":                           "eval.max_output_bytes: is 10",
 		"eval:\n  budgett: 1m\n":                                    "budgett",
-		"eval:\n  jail: {uid_first: -1}\n":                          "eval.jail.uid_first is -1",
-		"eval:\n  jail: {uid_count: 5}\n":                           "eval.jail.uid_first is 0",
+		"eval:\n  jail: {uid_first: -1}\n":                          "eval.jail.uid_first: is -1",
+		"eval:\n  jail: {uid_count: 5}\n":                           "eval.jail.uid_first: is 0",
 		"eval:\n  jail: {uid_first: 2147483000, uid_count: 1000}\n": "runs past the largest uid",
-		"eval:\n  jail: {memory_mb: 10}\n":                          "eval.jail.memory_mb is 10",
-		"eval:\n  jail: {pids: 3}\n":                                "eval.jail.pids is 3",
-		"eval:\n  jail: {read_only: [opt]}\n":                       "eval.jail.read_only has \"opt\"",
+		"eval:\n  jail: {memory_mb: 10}\n":                          "eval.jail.memory_mb: is 10",
+		"eval:\n  jail: {pids: 3}\n":                                "eval.jail.pids: is 3",
+		"eval:\n  jail: {read_only: [opt]}\n":                       "eval.jail.read_only: has \"opt\"",
 		"eval:\n  jail: {memroy_mb: 10}\n":                          "memroy_mb",
 	} {
 		c, err := Parse([]byte(yaml))

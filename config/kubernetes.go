@@ -60,19 +60,19 @@ func (k Kubernetes) Validate() error {
 	switch k.ImagePullPolicy {
 	case "", "IfNotPresent", "Never", "Always":
 	default:
-		return fmt.Errorf("kubernetes.image_pull_policy %q is not known; use IfNotPresent, Never or Always", k.ImagePullPolicy)
+		return fmt.Errorf("kubernetes.image_pull_policy: %q is not known; use IfNotPresent, Never or Always", k.ImagePullPolicy)
 	}
 	switch {
 	case k.Namespace != "" && !dnsLabel.MatchString(k.Namespace):
-		return fmt.Errorf("kubernetes.namespace %q is not a valid namespace name; use lower-case letters, digits and '-'", k.Namespace)
+		return fmt.Errorf("kubernetes.namespace: %q is not a valid namespace name; use lower-case letters, digits and '-'", k.Namespace)
 	case k.ServiceAccountName != "" && !dnsLabel.MatchString(k.ServiceAccountName):
-		return fmt.Errorf("kubernetes.service_account_name %q is not a valid name; use lower-case letters, digits and '-'", k.ServiceAccountName)
+		return fmt.Errorf("kubernetes.service_account_name: %q is not a valid name; use lower-case letters, digits and '-'", k.ServiceAccountName)
 	case k.RuntimeClassName != "" && !dnsLabel.MatchString(k.RuntimeClassName):
-		return fmt.Errorf("kubernetes.runtime_class_name %q is not a valid name; use lower-case letters, digits and '-'", k.RuntimeClassName)
+		return fmt.Errorf("kubernetes.runtime_class_name: %q is not a valid name; use lower-case letters, digits and '-'", k.RuntimeClassName)
 	case k.Requests.CPUs < 0 || k.Requests.MemoryMB < 0:
-		return fmt.Errorf("kubernetes.requests must not be negative (cpus %g, memory_mb %d); leave a field at 0 for the default", k.Requests.CPUs, k.Requests.MemoryMB)
+		return fmt.Errorf("kubernetes.requests: must not be negative (cpus %g, memory_mb %d); leave a field at 0 for the default", k.Requests.CPUs, k.Requests.MemoryMB)
 	case k.StartTimeout < 0:
-		return fmt.Errorf("kubernetes.start_timeout is negative; use a positive duration such as \"3m\"")
+		return fmt.Errorf("kubernetes.start_timeout: is negative; use a positive duration such as \"3m\"")
 	}
 	return nil
 }

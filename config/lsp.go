@@ -38,23 +38,23 @@ func (l LSP) Check() error {
 	for i, s := range l.Servers {
 		switch {
 		case strings.TrimSpace(s.Language) == "":
-			return fmt.Errorf("lsp.servers[%d]: language is empty; name the language, e.g. \"go\"", i)
+			return fmt.Errorf("lsp.servers[%d].language: is empty; name the language, e.g. \"go\"", i)
 		case len(s.Command) == 0 || s.Command[0] == "":
-			return fmt.Errorf("lsp.servers[%d] (%s): command is empty; give the server's argv, e.g. [\"gopls\"]", i, s.Language)
+			return fmt.Errorf("lsp.servers[%d].command: is empty (language %s); give the server's argv, e.g. [\"gopls\"]", i, s.Language)
 		case len(s.Extensions) == 0:
-			return fmt.Errorf("lsp.servers[%d] (%s): extensions is empty; list the file extensions it serves, e.g. [\".go\"]", i, s.Language)
+			return fmt.Errorf("lsp.servers[%d].extensions: is empty (language %s); list the file extensions it serves, e.g. [\".go\"]", i, s.Language)
 		case len(s.RootMarkers) == 0:
-			return fmt.Errorf("lsp.servers[%d] (%s): root_markers is empty; list the files that mark a project root, e.g. [\"go.mod\"]", i, s.Language)
+			return fmt.Errorf("lsp.servers[%d].root_markers: is empty (language %s); list the files that mark a project root, e.g. [\"go.mod\"]", i, s.Language)
 		}
 		for _, e := range s.Extensions {
 			if !strings.HasPrefix(e, ".") {
-				return fmt.Errorf("lsp.servers[%d] (%s): extension %q must start with a dot, e.g. \".go\"", i, s.Language, e)
+				return fmt.Errorf("lsp.servers[%d].extensions: %q does not start with a dot (language %s); write it like \".go\"", i, e, s.Language)
 			}
 		}
 	}
 	for name, d := range map[string]Duration{"start_timeout": l.StartTimeout, "request_timeout": l.RequestTimeout, "diagnostics_wait": l.DiagnosticsWait} {
 		if d < 0 {
-			return fmt.Errorf("lsp.%s is negative; give a positive duration such as \"10s\"", name)
+			return fmt.Errorf("lsp.%s: is negative; give a positive duration such as \"10s\"", name)
 		}
 	}
 	return nil

@@ -32,9 +32,9 @@ lsp:
 		t.Errorf("supervision is off by default")
 	}
 	for yaml, want := range map[string]string{
-		"lsp:\n  servers:\n    - language: zig\n      extensions: ['.zig']\n      root_markers: [build.zig]\n":                    "command is empty",
-		"lsp:\n  servers:\n    - language: zig\n      command: [zls]\n      extensions: [zig]\n      root_markers: [build.zig]\n": `extension "zig" must start with a dot`,
-		"lsp:\n  servers:\n    - language: zig\n      command: [zls]\n      extensions: ['.zig']\n":                               "root_markers is empty",
+		"lsp:\n  servers:\n    - language: zig\n      extensions: ['.zig']\n      root_markers: [build.zig]\n":                    "lsp.servers[0].command: is empty",
+		"lsp:\n  servers:\n    - language: zig\n      command: [zls]\n      extensions: [zig]\n      root_markers: [build.zig]\n": `lsp.servers[0].extensions: "zig" does not start with a dot`,
+		"lsp:\n  servers:\n    - language: zig\n      command: [zls]\n      extensions: ['.zig']\n":                               "lsp.servers[0].root_markers: is empty",
 	} {
 		c, err := Parse([]byte(yaml))
 		if err != nil {

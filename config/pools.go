@@ -29,17 +29,17 @@ func validatePools(pools []Pool) error {
 	for i, p := range pools {
 		switch {
 		case strings.TrimSpace(p.Image) == "":
-			return fmt.Errorf("pools[%d]: image is empty; name the image the pool keeps warm, e.g. sandboxd-sandbox:latest", i)
+			return fmt.Errorf("pools[%d].image: is empty; name the image the pool keeps warm, e.g. sandboxd-sandbox:latest", i)
 		case strings.TrimSpace(p.Image) != p.Image:
-			return fmt.Errorf("pools[%d]: image %q has surrounding spaces; remove them", i, p.Image)
+			return fmt.Errorf("pools[%d].image: %q has surrounding spaces; remove them", i, p.Image)
 		case p.Size < 1 || p.Size > MaxPoolSize:
-			return fmt.Errorf("pools[%d] (%s): size %d is out of range; keep 1 to %d sandboxes warm, or remove the entry", i, p.Image, p.Size, MaxPoolSize)
+			return fmt.Errorf("pools[%d].size: %d is out of range (image %s); keep 1 to %d sandboxes warm, or remove the entry", i, p.Size, p.Image, MaxPoolSize)
 		case p.Backend != "" && !poolBackends[p.Backend]:
-			return fmt.Errorf("pools[%d] (%s): backend %q has no warm pools; use docker or kubernetes, or leave backend out for the one sandboxd runs", i, p.Image, p.Backend)
+			return fmt.Errorf("pools[%d].backend: %q has no warm pools (image %s); use docker or kubernetes, or leave backend out for the one sandboxd runs", i, p.Backend, p.Image)
 		}
 		key := p.Image + "\x00" + p.Backend
 		if j, ok := seen[key]; ok {
-			return fmt.Errorf("pools[%d] (%s): the image is pooled twice (also pools[%d]); give each image one entry per backend", i, p.Image, j)
+			return fmt.Errorf("pools[%d].image: %s is pooled twice (also pools[%d]); give each image one entry per backend", i, p.Image, j)
 		}
 		seen[key] = i
 	}

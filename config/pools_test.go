@@ -23,11 +23,11 @@ func TestPoolsParse(t *testing.T) {
 
 func TestPoolsRejected(t *testing.T) {
 	for yaml, want := range map[string]string{
-		"pools: [{size: 2}]":                                                 "pools[0]: image is empty",
-		"pools: [{image: a, size: 0}]":                                       "size 0 is out of range; keep 1 to 64",
-		"pools: [{image: a, size: 65}]":                                      "size 65 is out of range",
-		"pools: [{image: a, size: 1, backend: host}]":                        `backend "host" has no warm pools; use docker or kubernetes`,
-		"pools: [{image: a, size: 1}, {image: a, size: 2}]":                  "pools[1] (a): the image is pooled twice (also pools[0])",
+		"pools: [{size: 2}]":                                                 "pools[0].image: is empty",
+		"pools: [{image: a, size: 0}]":                                       "pools[0].size: 0 is out of range (image a); keep 1 to 64",
+		"pools: [{image: a, size: 65}]":                                      "pools[0].size: 65 is out of range",
+		"pools: [{image: a, size: 1, backend: host}]":                        `pools[0].backend: "host" has no warm pools (image a); use docker or kubernetes`,
+		"pools: [{image: a, size: 1}, {image: a, size: 2}]":                  "pools[1].image: a is pooled twice (also pools[0])",
 		"pools: [{image: a, size: 1, warm: true}]":                           `unknown key "warm"`,
 		"pools: [{image: ' a', size: 1}]":                                    "surrounding spaces",
 		"pools: {image: a, size: 1}":                                         "a list is expected",

@@ -23,11 +23,11 @@ type Questions struct {
 func (q Questions) Check() error {
 	switch {
 	case q.DefaultExpiry < 0 || q.MaxExpiry < 0 || q.Heartbeat < 0:
-		return fmt.Errorf("questions: durations must be positive, such as \"10m\"; leave a key out for its default")
+		return fmt.Errorf("questions.default_expiry: it, max_expiry and heartbeat must be positive durations, such as \"10m\"; leave a key out for its default")
 	case q.MaxExpiry > 0 && q.DefaultExpiry > q.MaxExpiry:
-		return fmt.Errorf("questions: default_expiry %v is longer than max_expiry %v; raise max_expiry or shorten default_expiry", q.DefaultExpiry.D(), q.MaxExpiry.D())
+		return fmt.Errorf("questions.default_expiry: %v is longer than max_expiry %v; raise max_expiry or shorten default_expiry", q.DefaultExpiry.D(), q.MaxExpiry.D())
 	case q.MaxPendingPerSpace < 0 || q.MaxWorkersPerRun < 0:
-		return fmt.Errorf("questions: max_pending_per_space and max_workers_per_run must be positive numbers; leave them out for the defaults")
+		return fmt.Errorf("questions.max_pending_per_space: it and max_workers_per_run must be positive numbers; leave them out for the defaults")
 	}
 	return nil
 }

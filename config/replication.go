@@ -58,25 +58,25 @@ func (r Replication) Validate() error {
 		return nil
 	}
 	if r.Namespace != "" && !dnsLabel.MatchString(r.Namespace) {
-		return fmt.Errorf("replication.namespace %q is not a namespace name; use lower-case letters, digits and '-'", r.Namespace)
+		return fmt.Errorf("replication.namespace: %q is not a namespace name; use lower-case letters, digits and '-'", r.Namespace)
 	}
 	if r.LeaseDuration.D() < 2*time.Second {
-		return fmt.Errorf("replication.lease_duration %s is too short; use at least 2s (default %s)", r.LeaseDuration.D(), DefaultLeaseDuration)
+		return fmt.Errorf("replication.lease_duration: %s is too short; use at least 2s (default %s)", r.LeaseDuration.D(), DefaultLeaseDuration)
 	}
 	if r.RenewInterval.D() <= 0 || r.RenewInterval.D()*3 > r.LeaseDuration.D() {
-		return fmt.Errorf("replication.renew_interval %s must be positive and at most a third of lease_duration %s, so that two failed renewals in a row still keep the lease", r.RenewInterval.D(), r.LeaseDuration.D())
+		return fmt.Errorf("replication.renew_interval: %s must be positive and at most a third of lease_duration %s, so that two failed renewals in a row still keep the lease", r.RenewInterval.D(), r.LeaseDuration.D())
 	}
 	if r.AdvertiseURL != "" {
 		u, err := url.Parse(r.AdvertiseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return fmt.Errorf("replication.advertise_url %q is not a base URL; write it like http://10.0.0.7:7788", r.AdvertiseURL)
+			return fmt.Errorf("replication.advertise_url: %q is not a base URL; write it like http://10.0.0.7:7788", r.AdvertiseURL)
 		}
 	}
 	if r.PeerSecretFile == "" {
-		return fmt.Errorf("replication.peer_secret_file is empty; replicas sign forwarded requests with a shared key: name a file holding at least 32 random bytes (the chart makes one in a Secret)")
+		return fmt.Errorf("replication.peer_secret_file: is empty; replicas sign forwarded requests with a shared key: name a file holding at least 32 random bytes (the chart makes one in a Secret)")
 	}
 	if !filepath.IsAbs(r.PeerSecretFile) {
-		return fmt.Errorf("replication.peer_secret_file %q is not an absolute path", r.PeerSecretFile)
+		return fmt.Errorf("replication.peer_secret_file: %q is not an absolute path", r.PeerSecretFile)
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ func TestReplicationKeys(t *testing.T) {
 		t.Fatalf("defaults not applied: %+v", c.Replication)
 	}
 	for _, tc := range []struct{ yaml, want string }{
-		{"replication:\n  enabled: true\n", "peer_secret_file is empty"},
+		{"replication:\n  enabled: true\n", "peer_secret_file: is empty"},
 		{"replication:\n  enabled: true\n  peer_secret_file: key\n", "not an absolute path"},
 		{"replication:\n  enabled: true\n  peer_secret_file: /k\n  lease_duration: 1s\n", "too short"},
 		{"replication:\n  enabled: true\n  peer_secret_file: /k\n  lease_duration: 6s\n  renew_interval: 3s\n", "at most a third"},

@@ -26,18 +26,18 @@ func (c *Config) Validate() error {
 	hashes := map[string]string{}
 	for i, t := range c.Tenants {
 		if !tenantName.MatchString(t.Name) {
-			return fmt.Errorf("tenants[%d]: name %q is not valid; use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit", i, t.Name)
+			return fmt.Errorf("tenants[%d].name: %q is not valid; use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit", i, t.Name)
 		}
 		if names[t.Name] {
-			return fmt.Errorf("tenants[%d]: tenant %q is listed twice; give each tenant one entry", i, t.Name)
+			return fmt.Errorf("tenants[%d].name: tenant %q is listed twice; give each tenant one entry", i, t.Name)
 		}
 		names[t.Name] = true
 		h := strings.ToLower(t.TokenSHA256)
 		if b, err := hex.DecodeString(h); err != nil || len(b) != 32 {
-			return fmt.Errorf("tenants[%d] (%s): token_sha256 must be 64 hex digits, the SHA-256 of the token (for example: printf %%s \"$TOKEN\" | sha256sum)", i, t.Name)
+			return fmt.Errorf("tenants[%d].token_sha256: tenant %s's must be 64 hex digits, the SHA-256 of the token (for example: printf %%s \"$TOKEN\" | sha256sum)", i, t.Name)
 		}
 		if other, ok := hashes[h]; ok {
-			return fmt.Errorf("tenants[%d] (%s): token_sha256 is the same as tenant %q's; each tenant needs its own token", i, t.Name, other)
+			return fmt.Errorf("tenants[%d].token_sha256: tenant %s's is the same as tenant %q's; each tenant needs its own token", i, t.Name, other)
 		}
 		hashes[h] = t.Name
 	}
@@ -53,23 +53,23 @@ func (c *Config) Validate() error {
 		}
 	}
 	if strings.TrimSpace(c.DefaultImage) != c.DefaultImage {
-		return fmt.Errorf("default_image %q has surrounding spaces; remove them", c.DefaultImage)
+		return fmt.Errorf("default_image: %q has surrounding spaces; remove them", c.DefaultImage)
 	}
 	if c.IdleTTL < 0 {
-		return errors.New("idle_ttl is negative; use 0 to turn idle reaping off or a positive duration")
+		return errors.New("idle_ttl: is negative; use 0 to turn idle reaping off or a positive duration")
 	}
 	if c.RunTTL < 0 {
-		return errors.New("run_ttl is negative; use a positive duration such as \"24h\"")
+		return errors.New("run_ttl: is negative; use a positive duration such as \"24h\"")
 	}
 	if c.MaxRunsPerTenant < 0 {
-		return errors.New("max_runs_per_tenant is negative; use a positive number")
+		return errors.New("max_runs_per_tenant: is negative; use a positive number")
 	}
 	if c.Deployment != "" && !deploymentName.MatchString(c.Deployment) {
-		return fmt.Errorf("deployment %q is not a valid name; use 1 to 40 lower-case letters, digits or '-', starting and ending with a letter or digit, or leave it out for a name derived from the data dir", c.Deployment)
+		return fmt.Errorf("deployment: %q is not a valid name; use 1 to 40 lower-case letters, digits or '-', starting and ending with a letter or digit, or leave it out for a name derived from the data dir", c.Deployment)
 	}
 	for tier, w := range map[string]*Worker{"fast": c.Workers.Fast, "good": c.Workers.Good} {
 		if w != nil && (len(w.Command) == 0 || w.Command[0] == "") {
-			return fmt.Errorf("workers.%s.command is empty; give the program and its arguments, such as [my-agent, --tier, %s]", tier, tier)
+			return fmt.Errorf("workers.%s.command: is empty; give the program and its arguments, such as [my-agent, --tier, %s]", tier, tier)
 		}
 	}
 	for i, cp := range c.Docker.ExtraCaps {
@@ -78,15 +78,23 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Docker.AgentBinary != "" && !filepath.IsAbs(c.Docker.AgentBinary) {
-		return fmt.Errorf("docker.agent_binary %q is not an absolute path; give the full path of the sandbox-agent binary", c.Docker.AgentBinary)
+		return fmt.Errorf("docker.agent_binary: %q is not an absolute path; give the full path of the sandbox-agent binary", c.Docker.AgentBinary)
 	}
 	if c.Limits.MaxBodyBytes < 0 || c.Limits.MaxToolBodyBytes < 0 {
-		return errors.New("limits: body sizes must be positive numbers of bytes")
+		return errors.New("limits.max_body_bytes: body sizes must be positive numbers of bytes; leave it and max_tool_body_bytes out for the defaults")
 	}
 	if c.Limits.StreamHeartbeat < 0 || c.Limits.MaxStreamBytes < 0 {
-		return errors.New("limits: stream_heartbeat and max_stream_bytes must not be negative; leave them out for the defaults (15s, 1 MiB)")
+		return errors.New("limits.stream_heartbeat: it and max_stream_bytes must not be negative; leave them out for the defaults (15s, 1 MiB)")
 	}
 	if err := validatePools(c.Pools); err != nil {
+		return err
+	}
+	// The backends' sections are checked whichever backend runs, so that
+	// a mistake shows before the day that backend is chosen.
+	if err := c.Kubernetes.Validate(); err != nil {
+		return err
+	}
+	if err := c.Containerd.Validate(); err != nil {
 		return err
 	}
 	return c.Replication.Validate()
@@ -107,7 +115,7 @@ func describeYAMLError(err error) error {
 	}
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		return fmt.Errorf("is not valid YAML (%v); fix the syntax at that line", strings.TrimPrefix(err.Error(), "yaml: "))
+		return fmt.Errorf("the file is not valid YAML (%v); fix the syntax at that line", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	var msgs []string
 	for _, e := range te.Errors {

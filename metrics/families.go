@@ -62,19 +62,46 @@ func WithWorkers(counts func() map[string]int) Option {
 func (f familyOptions) collectors() []prometheus.Collector {
 	var cs []prometheus.Collector
 	if f.kernels != nil {
-		cs = append(cs, newLabeledGauge("sandboxd_kernels", "Live eval kernels sandboxd is attached to, by language.",
-			"language", f.kernelLangs, f.kernels))
+		cs = append(cs, Kernels(f.kernelLangs, f.kernels))
 	}
-	if f.lspServers != nil {
-		cs = append(cs, newLabeledGauge("sandboxd_lsp_servers", "Running language servers by language.",
-			"language", f.lspLangs, f.lspServers))
+	if f.lspServers != nil || f.lspRestarts != nil {
+		cs = append(cs, LSP(f.lspLangs, f.lspServers, f.lspRestarts))
 	}
-	if f.lspRestarts != nil {
-		restarts := f.lspRestarts
-		cs = append(cs, &labeledCollector{
+	if f.debugSessions != nil {
+		cs = append(cs, DebugSessions(f.debugSessions))
+	}
+	if f.questions != nil {
+		cs = append(cs, QuestionsPending(f.questions))
+	}
+	if f.workers != nil {
+		cs = append(cs, Workers(f.workers))
+	}
+	return cs
+}
+
+// Kernels is sandboxd_kernels{language}: counts maps a language to the live
+// kernels sandboxd holds in it; languages is the configured set (any other
+// language is counted under "other"). A tool family registers it as its
+// own collector.
+func Kernels(languages []string, counts func() map[string]int) prometheus.Collector {
+	return newLabeledGauge("sandboxd_kernels", "Live eval kernels sandboxd is attached to, by language.",
+		"language", languages, orNone(counts))
+}
+
+// LSP is sandboxd_lsp_servers{language} (running language servers) and
+// sandboxd_lsp_restarts_total{language} (servers restarted after a crash
+// since start), read at scrape time from the LSP manager.
+func LSP(languages []string, servers func() map[string]int, restarts func() map[string]uint64) prometheus.Collector {
+	if restarts == nil {
+		restarts = func() map[string]uint64 { return nil }
+	}
+	return collectorList{
+		newLabeledGauge("sandboxd_lsp_servers", "Running language servers by language.",
+			"language", languages, orNone(servers)),
+		&labeledCollector{
 			desc: prometheus.NewDesc("sandboxd_lsp_restarts_total", "Language servers restarted after a crash, by language.",
 				[]string{"language"}, nil),
-			kind: prometheus.CounterValue, label: closedSet(f.lspLangs),
+			kind: prometheus.CounterValue, label: closedSet(languages),
 			read: func() map[string]float64 {
 				out := map[string]float64{}
 				for k, v := range restarts() {
@@ -82,23 +109,58 @@ func (f familyOptions) collectors() []prometheus.Collector {
 				}
 				return out
 			},
-		})
+		},
 	}
-	if f.debugSessions != nil {
-		n := f.debugSessions
-		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sandboxd_debug_sessions", Help: "Debug sessions alive.",
-		}, func() float64 { return float64(n()) }))
+}
+
+// DebugSessions is sandboxd_debug_sessions, read from n (nil: 0).
+func DebugSessions(n func() int) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sandboxd_debug_sessions", Help: "Debug sessions alive.",
+	}, func() float64 {
+		if n == nil {
+			return 0
+		}
+		return float64(n())
+	})
+}
+
+// QuestionsPending is sandboxd_questions_pending{kind}; counts maps a kind
+// ("question", "permission") to the questions waiting for an answer.
+func QuestionsPending(counts func() map[string]int) prometheus.Collector {
+	return newLabeledGauge("sandboxd_questions_pending", "Questions and permission requests waiting for an answer, by kind.",
+		"kind", questionKinds, orNone(counts))
+}
+
+// Workers is sandboxd_workers{state}; counts maps a worker state (running,
+// done, failed, killed) to the workers the manager knows in it.
+func Workers(counts func() map[string]int) prometheus.Collector {
+	return newLabeledGauge("sandboxd_workers", "Background workers known to sandboxd, by state.",
+		"state", workerStates, orNone(counts))
+}
+
+// orNone reads as no counts (every series at zero) when counts is nil: a
+// family that is off.
+func orNone(counts func() map[string]int) func() map[string]int {
+	if counts == nil {
+		return func() map[string]int { return nil }
 	}
-	if f.questions != nil {
-		cs = append(cs, newLabeledGauge("sandboxd_questions_pending", "Questions and permission requests waiting for an answer, by kind.",
-			"kind", questionKinds, f.questions))
+	return counts
+}
+
+// collectorList is several collectors registered as one.
+type collectorList []prometheus.Collector
+
+func (l collectorList) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range l {
+		c.Describe(ch)
 	}
-	if f.workers != nil {
-		cs = append(cs, newLabeledGauge("sandboxd_workers", "Background workers known to sandboxd, by state.",
-			"state", workerStates, f.workers))
+}
+
+func (l collectorList) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range l {
+		c.Collect(ch)
 	}
-	return cs
 }
 
 // closedSet returns the label values exported: the known ones plus

@@ -92,6 +92,18 @@ func WithSandboxCounts(backend string, counts func() map[string]int) Option {
 	return func(o *options) { o.backend, o.counts = backend, counts }
 }
 
+// WithBackend makes backend the closed set of the agent pipe metrics'
+// backend label: their series exist at zero from the start. Register the
+// manager's own series with Sandboxes once it exists.
+func WithBackend(backend string) Option { return func(o *options) { o.backend = backend } }
+
+// Sandboxes is sandboxd_sandboxes{backend,state}, read at scrape time from
+// counts, which maps a state to the number of sandboxes in it (the
+// manager's Counts).
+func Sandboxes(backend string, counts func() map[string]int) prometheus.Collector {
+	return &sandboxCollector{backend: backend, counts: counts}
+}
+
 // WithRunsActive exports sandboxd_runs_active from n, called at scrape time.
 func WithRunsActive(n func() int) Option { return func(o *options) { o.runsActive = n } }
 

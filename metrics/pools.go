@@ -18,6 +18,12 @@ func WithPools(images []string, stats func() []sandbox.PoolStat) Option {
 	return func(o *options) { o.poolImages, o.pools = images, stats }
 }
 
+// Pools is the collector WithPools registers, for a root that builds the
+// manager after the metrics: the same series, read from stats.
+func Pools(images []string, stats func() []sandbox.PoolStat) prometheus.Collector {
+	return newPoolCollector(images, stats)
+}
+
 var (
 	poolSizeDesc = prometheus.NewDesc("sandboxd_pool_size",
 		"Warm sandboxes a pool keeps, by image.", []string{"image"}, nil)

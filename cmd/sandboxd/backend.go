@@ -86,9 +86,6 @@ func newHost(dataDir, agentBin string, dep sandbox.Deployment, log *slog.Logger)
 
 func newContainerd(dataDir, agentBin string, cfg *config.Config, dep sandbox.Deployment, log *slog.Logger) (*containerd.Backend, error) {
 	c := cfg.Containerd
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	opts := []containerd.Option{
 		containerd.WithDeployment(dep),
 		containerd.WithAgentBinary(agentBin),

@@ -15,9 +15,6 @@ import (
 // keys: in-cluster when sandboxd runs in a pod, else the kubeconfig.
 func newKubernetes(cfg *config.Config, dep sandbox.Deployment, log *slog.Logger) (*kubernetes.Backend, error) {
 	k := cfg.Kubernetes
-	if err := k.Validate(); err != nil {
-		return nil, err
-	}
 	// client-go reports through klog's process-wide logger; send it to ours
 	// so its lines are structured like the rest.
 	klog.SetSlogLogger(log.With("component", "client-go"))

@@ -2,25 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/config"
-	"github.com/sandboxd/sandboxd/metrics"
-	"github.com/sandboxd/sandboxd/sandbox"
-	"github.com/sandboxd/sandboxd/tools"
 )
 
 // shutdownTimeout bounds how long in-flight requests may finish after a
@@ -60,10 +51,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	return f, nil
 }
 
-// runServe runs the daemon until ctx ends (SIGINT/SIGTERM), then shuts down:
-// the HTTP server stops taking requests and drains (bounded by
-// shutdownTimeout), then the manager closes its pipes (processes in the
-// sandboxes keep running), then the backend releases its client.
+// runServe runs the daemon until ctx ends (main owns the signals: the
+// first SIGINT/SIGTERM ends ctx, a second one ends the process at once).
+// It goes through the phases of daemon.go in order: load (everything
+// validated, nothing opened), leaves, edges, serve, shut down.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseServeFlags(args, stderr)
 	if err != nil {
@@ -73,171 +64,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	cfg, err := config.Load(f.configPath)
+	ld, err := load(f, log)
 	if err != nil {
 		return err
 	}
-	if err := startProfiler(ctx, log); err != nil {
-		return err
-	}
-	if f.podIndex {
-		if f.listen, err = withPodIndex(f.listen); err != nil {
-			return err
-		}
-	}
-	if err := os.MkdirAll(f.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir %s cannot be created: %w", f.dataDir, err)
-	}
-
-	auth, tokenNote, err := setupAuth(cfg, f.dataDir, log)
+	lv, err := ld.buildLeaves(ctx)
 	if err != nil {
 		return err
 	}
-	agentBin := agentBinary(f.agentBinary, cfg)
-	backend, err := openBackend(ctx, f.backend, f.dataDir, agentBin, cfg, log)
+	defer lv.close()
+	ed, err := lv.buildEdges(ctx)
 	if err != nil {
 		return err
 	}
-	if c, ok := backend.(io.Closer); ok {
-		defer c.Close()
-	}
-
-	var rep *replica
-	if cfg.Replication.Enabled {
-		if rep, err = newReplica(ctx, cfg, backend, f.listen, log); err != nil {
-			return err
-		}
-		defer rep.stop()
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// w is filled by registerTools below; the run-end hook reads it only
-	// when a run ends, which happens after wiring.
-	w := &wiring{log: log, cfg: cfg, dataDir: f.dataDir, agentBin: agentBin}
-	keep := api.WithRunFile(filepath.Join(f.dataDir, "runs.json"), func(err error) { log.Warn("runs are not saved", "err", err) })
-	if rep != nil {
-		keep = api.WithRunRecords(rep.records, func(err error) { log.Warn("a run record was not written", "err", err) })
-	}
-	runs := api.NewRunStore(api.WithRunTTL(cfg.RunTTL.D()), api.WithMaxRunsPerTenant(cfg.MaxRunsPerTenant), keep,
-		api.WithRunEndHook(func(r tools.Run, reason string) {
-			log.Info("run ended", "run", r.ID, "tenant", r.Tenant, "conversation", r.Conversation, "reason", reason)
-			for _, h := range w.runEnd {
-				h(r)
-			}
-		}))
-	if n, err := runs.Load(); err != nil {
-		log.Warn("runs of the previous start are not restored", "err", err)
-	} else if n > 0 {
-		log.Info("runs restored", "count", n)
-	}
-	// The manager observes pipes into the metrics, and the metrics read the
-	// manager's counts at scrape time; the closure breaks that cycle.
-	var mgr *sandbox.Manager
-	pools := poolSpecs(cfg, backend.Name())
-	m, err := metrics.New(reg, append([]metrics.Option{metrics.WithVersion(version),
-		metrics.WithSandboxCounts(backend.Name(), func() map[string]int { return mgr.Counts() }),
-		metrics.WithRunsActive(runs.Active), poolMetrics(pools, &mgr)}, familyMetrics(cfg, &w.stats)...)...)
-	if err != nil {
-		return fmt.Errorf("metrics cannot be registered: %w", err)
-	}
-	mgrOpts := []sandbox.Option{sandbox.WithIdleTTL(cfg.IdleTTL.D()), sandbox.WithLogger(log), sandbox.WithObserver(m),
-		sandbox.WithPools(pools...)}
-	if rep != nil {
-		if err := rep.start(cfg, reg, hooks(&mgr, runs, log), log); err != nil {
-			return err
-		}
-		mgrOpts = append(mgrOpts, rep.managerOptions()...)
-	}
-	mgr = sandbox.NewManager(backend, mgrOpts...)
-	defer mgr.Close()
-	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("the sandbox manager cannot start: %w", err)
-	}
-
-	registry := tools.NewRegistry(tools.WithObserver(m), tools.WithLogger(log))
-	w.registry, w.sandboxes, w.runs = registry, mgr, runs
-	defer func() {
-		for i := len(w.closers) - 1; i >= 0; i-- {
-			w.closers[i]()
-		}
-	}()
-	if err := registerTools(w); err != nil {
-		return err
-	}
-	// Every tool's series exist at zero from the first scrape.
-	m.SetTools(registry.Specs())
-
-	hostPaths := api.HostPaths{Allowed: cfg.AllowedHostPaths}
-	if cfg.Path == "" {
-		hostPaths.AnyForTenant = api.AdminTenantName
-	}
-	var pinger api.Pinger = mgr
-	if rep != nil {
-		pinger = readyPinger{engine: mgr, owners: rep.owners}
-	}
-	apiOpts := append([]api.Option{
-		api.WithLogger(log), api.WithRuns(runs), api.WithObserver(m), api.WithPinger(pinger), api.WithGatherer(reg),
-		api.WithHostPaths(hostPaths), api.WithDefaultImage(cfg.DefaultImage),
-		api.WithBodyLimits(cfg.Limits.MaxBodyBytes, cfg.Limits.MaxToolBodyBytes),
-		api.WithToolStream(cfg.Limits.StreamHeartbeat.D(), cfg.Limits.MaxStreamBytes),
-		api.WithEnvHooks(w.envHooks...), api.WithReadyNotes(mgr.PoolProblems),
-	}, w.apiOpts...)
-	srv := api.New(mgr, registry, auth, apiOpts...)
-	// A run that expires or ends with its parent drops its MCP sessions at
-	// once, not on their next use.
-	w.runEnd = append(w.runEnd, func(r tools.Run) { srv.EndMCPSessions(r.ID) })
-	var handler http.Handler = srv
-	if rep != nil {
-		handler = rep.handler(handler, runs, backend, auth, cfg, log)
-	}
-
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %w; pick another address with --listen", f.listen, err)
-	}
-	url := "http://" + ln.Addr().String()
-	log.Info("sandboxd serving", "url", url, "backend", backend.Name(), "version", version, "config", cfg.Path)
-	fmt.Fprintf(stdout, "sandboxd %s serving on %s (backend %s)\n%s", version, url, backend.Name(), tokenNote)
-
-	hs := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		// The API paces each body (api.DefaultBodyTimeout plus a second per
-		// 256 KiB); this is the outer bound on reading any request, head and
-		// body, a little past the pace of the largest body allowed. net/http
-		// clears it once the body is read, so it never reaches a handler.
-		ReadTimeout: 20*time.Second + api.BodyAllowance(api.DefaultBodyTimeout,
-			max(cfg.Limits.MaxBodyBytes, cfg.Limits.MaxToolBodyBytes, config.DefaultMaxToolBodyBytes)),
-		IdleTimeout: 2 * time.Minute,
-		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		// No WriteTimeout: a tool call may legitimately run for minutes,
-		// and an SSE stream of a space stays open while a human watches.
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
-
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("the HTTP server stopped: %w", err)
-	case <-ctx.Done():
-	}
-	if rep != nil {
-		// Hand the conversations over while the server still forwards.
-		rep.drain(log)
-	}
-	log.Info("shutting down", "deadline", shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("requests still running at the shutdown deadline were cut off", "err", err)
-		hs.Close()
-	}
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("HTTP server", "err", err)
-	}
-	log.Info("stopped")
-	return nil
+	return ed.serve(ctx, stdout)
 }
 
 // setupAuth returns the tenants' authenticator. With no tenants configured

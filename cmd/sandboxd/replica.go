@@ -133,7 +133,7 @@ func (r *replica) managerOptions() []sandbox.Option {
 // hooks adopt a conversation's runs when its lease is taken and, when it
 // is lost or released, detach its pipe (the agent's processes keep
 // running for the next owner) and forget its runs without ending them.
-func hooks(mgr **sandbox.Manager, runs *api.RunStore, log *slog.Logger) cluster.Hooks {
+func hooks(mgr *sandbox.Manager, runs *api.RunStore, log *slog.Logger) cluster.Hooks {
 	return cluster.Hooks{
 		Taken: func(ctx context.Context, k cluster.Key, epoch int64) {
 			if n := runs.AdoptConversation(ctx, k.Tenant, k.Conversation); n > 0 {
@@ -143,11 +143,8 @@ func hooks(mgr **sandbox.Manager, runs *api.RunStore, log *slog.Logger) cluster.
 		Lost: func(k cluster.Key, why string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if *mgr == nil {
-				return // nothing was dialled yet
-			}
-			if info, err := (*mgr).Lookup(ctx, k.Tenant, k.Conversation); err == nil {
-				(*mgr).Detach(info.ID, why)
+			if info, err := mgr.Lookup(ctx, k.Tenant, k.Conversation); err == nil {
+				mgr.Detach(info.ID, why)
 			}
 			runs.ForgetConversation(k.Tenant, k.Conversation)
 		},

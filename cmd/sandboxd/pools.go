@@ -2,7 +2,6 @@ package main
 
 import (
 	"github.com/sandboxd/sandboxd/config"
-	"github.com/sandboxd/sandboxd/metrics"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -15,17 +14,11 @@ func poolSpecs(cfg *config.Config, backend string) []sandbox.PoolSpec {
 	return out
 }
 
-// poolMetrics exports the pools of specs, read from *mgr at scrape time
-// (the metrics are registered before the manager exists).
-func poolMetrics(specs []sandbox.PoolSpec, mgr **sandbox.Manager) metrics.Option {
+// poolImages is the closed set of the pool metrics' image label.
+func poolImages(specs []sandbox.PoolSpec) []string {
 	images := make([]string, 0, len(specs))
 	for _, s := range specs {
 		images = append(images, s.Image)
 	}
-	return metrics.WithPools(images, func() []sandbox.PoolStat {
-		if *mgr == nil {
-			return nil
-		}
-		return (*mgr).PoolStats()
-	})
+	return images
 }

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/tools/askuser"
+	"github.com/sandboxd/sandboxd/tools/callrec"
+	"github.com/sandboxd/sandboxd/tools/debug"
+	"github.com/sandboxd/sandboxd/tools/eval"
+	"github.com/sandboxd/sandboxd/tools/family"
+	"github.com/sandboxd/sandboxd/tools/files"
+	"github.com/sandboxd/sandboxd/tools/lsp"
+	"github.com/sandboxd/sandboxd/tools/vibe"
+)
+
+// families lists every tool family this build ships, in the order they
+// register (and, reversed, close). The call log comes first so that it
+// observes every call; the question port before the families whose calls
+// its approval gate stands in front of. A new family is one more line.
+func families(tokens *api.RunTokens) []family.Family {
+	return []family.Family{
+		callrec.Family(),
+		files.Family(),
+		debug.Family(),
+		lsp.Family(),
+		askuser.Family(),
+		eval.Family(),
+		vibe.Family(tokens, api.BaseURL),
+		structuralSearch(),
+	}
+}
