@@ -35,7 +35,7 @@ func fsError(err error, path string) error {
 	}
 }
 
-// readLimits are a Server's rules for opening a file to read it.
+// readLimits are the file service's rules for opening a file to read it.
 type readLimits struct {
 	// singleLink refuses a regular file with more than one hard link. On
 	// the host backend the workspace shares a file system with the rest of

@@ -24,7 +24,9 @@ import (
 // Close.
 //
 // Goroutines: one accept loop per Serve listener, one per ServeConn session
-// (accepting streams), one per open stream (its handler, which runs the
+// (accepting streams) and, for a session on handed-over descriptors
+// (server_handoff.go), one reading its connection for attach's end; one per
+// open stream (its handler, which runs the
 // op; a stream handed to a streaming op is served by that op's func on the
 // same goroutine); and those of the services: the processes' (procs.go:
 // the reaper, the pid guard, per exec and per spawned process their pipe
