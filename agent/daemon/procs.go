@@ -22,9 +22,9 @@ import (
 //
 // Goroutines: the reaper (one goroutine in subreaper mode, one per child
 // otherwise); the pid guard's watch while supervised; per exec a copier
-// per output pipe, one writing stdin and, supervised, the status reader
-// and a follower that outlives the answer until the supervisor exits; per
-// spawned process one pump per output pipe plus one copier per attachment;
+// per output pipe, one writing stdin, one sending streamed output
+// (procs_liveexec.go) and, supervised, the status reader and a follower
+// that outlives the answer until the supervisor exits; per spawned process one pump per output pipe plus one copier per attachment;
 // per wait and exec one reader watching the stream for the client leaving.
 // Shutdown: stop refuses new commands, kills every running exec and stops
 // the guard; close then kills every spawned process group, waits (bounded)
