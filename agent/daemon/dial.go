@@ -15,6 +15,23 @@ import (
 
 const defaultDialTimeout = 10 * time.Second
 
+// dialService connects the client to sockets inside the sandbox (op dial):
+// a unix socket or a loopback TCP port, spliced to the request's stream.
+// It keeps no state. Goroutines: each dial's splice, on its request's
+// goroutine, waits for one copier per direction; they end when both
+// directions have ended, or either fails (the session dropping).
+type dialService struct{}
+
+var _ service = dialService{}
+
+func (dialService) register(t opTable) {
+	addBody(t, proto.OpDial, func(r *proto.Request) *proto.DialRequest { return r.Dial },
+		func(ctx context.Context, rq *request, r *proto.DialRequest) (*proto.Response, func(), error) {
+			run, err := dial(ctx, r, rq.st)
+			return &proto.Response{}, run, err
+		})
+}
+
 // dial connects to a unix socket or a loopback TCP port and returns the
 // splice to run once the response is out.
 func dial(ctx context.Context, r *proto.DialRequest, st *yamux.Stream) (func(), error) {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/yamux"
-	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -40,7 +40,11 @@ type session struct {
 	drained    chan struct{} // made when superseded; closed once running is 0
 }
 
-// fence is the highest claim the daemon accepted.
+// fence is the highest claim the daemon accepted, and the service of
+// claim. Every request is admitted through begin and end (Server.serveOne),
+// so a claim knows when the requests of the sessions it superseded are
+// done. It starts no goroutine: a claim waits, bounded, on its own
+// request's goroutine.
 type fence struct {
 	path   string // the record in the state dir; "" keeps it in memory only
 	broken error  // why the record cannot be read; every claim fails with it
@@ -91,33 +95,13 @@ func (f *fence) store(holder string, epoch int64) error {
 	return writeDurable(f.path, b)
 }
 
-// writeDurable replaces the file at path by b atomically and durably: a
-// daemon killed at any point finds either the old content or the new.
-func writeDurable(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, "."+filepath.Base(path)+".new")
-	t, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = t.Write(b)
-	if err == nil {
-		err = t.Sync()
-	}
-	if cerr := t.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
+var _ service = (*fence)(nil)
+
+func (f *fence) register(t opTable) {
+	addBody(t, proto.OpClaim, func(r *proto.Request) *proto.ClaimRequest { return r.Claim },
+		func(_ context.Context, rq *request, r *proto.ClaimRequest) (*proto.Response, func(), error) {
+			return &proto.Response{}, nil, f.claim(rq.sess, r)
+		})
 }
 
 // begin admits one request on sess; a superseded session takes none.

@@ -105,7 +105,7 @@ type journalFile struct {
 // The file is made and locked under a name recovery ignores, then renamed
 // into view, so recovery never sees a journal whose owner is still alive
 // without its lock. The plan is not fsynced here: the caller does it
-// before the batch changes a name anyone sees (write.go), alone when the
+// before the batch changes a name anyone sees (files_write.go), alone when the
 // batch makes directories and otherwise with the staged files' barrier,
 // saving one fsync round per batch.
 func (j *journal) begin(root string, entries []journalEntry) (*journalFile, error) {
@@ -130,7 +130,7 @@ func (j *journal) begin(root string, entries []journalEntry) (*journalFile, erro
 	if err == nil {
 		final := filepath.Join(j.dir, name+journalSuffix)
 		// The new entry is made durable with the staged files, before the
-		// commit line (write.go's barrier): until then a lost journal
+		// commit line (files_write.go's barrier): until then a lost journal
 		// leaves only hidden stage files, never a changed target.
 		if err = os.Rename(tmp, final); err == nil {
 			jf.path = final
@@ -152,7 +152,7 @@ func (jf *journalFile) mark(m journalMark) error {
 }
 
 // write appends a commit or abort line without fsyncing it; the caller
-// makes it durable (write.go fsyncs the commit line with the targets'
+// makes it durable (files_write.go fsyncs the commit line with the targets'
 // directories).
 func (jf *journalFile) write(m journalMark) error {
 	line, _ := json.Marshal(m)

@@ -23,7 +23,7 @@ const supervisedGrace = 10 * time.Second
 const maxStatusLine = 4 << 10
 
 // runningExec is an exec request whose processes may still run, keyed in
-// Server.execs by pid.
+// processService.execs by pid.
 type runningExec struct {
 	// supervised: the pid is a supervisor (RunContain), which kills its
 	// whole tree on SIGTERM; otherwise it is the command's process group.
@@ -107,11 +107,11 @@ func WithSupervisedExec() Option { return func(o *options) { o.supervise = true 
 const agentThreads = 8
 
 // supervisors lists the pids of the running supervisors.
-func (s *Server) supervisors() []int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (ps *processService) supervisors() []int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	var pids []int
-	for pid, e := range s.execs {
+	for pid, e := range ps.execs {
 		if e.supervised {
 			pids = append(pids, pid)
 		}
@@ -122,35 +122,35 @@ func (s *Server) supervisors() []int {
 // startSupervised starts cmd below a supervisor; run waits for the
 // command's exit as the supervisor reports it and for its output, and a
 // goroutine then follows the supervisor until everything below it has ended.
-func (s *Server) startSupervised(cmd *exec.Cmd, p *execPipes, timeout time.Duration, clientGone context.Context) (func() (*proto.ExecResponse, error), error) {
-	sup, statusR, statusW, err := supervised(s.opts.self, cmd, timeout)
+func (ps *processService) startSupervised(cmd *exec.Cmd, p *execPipes, timeout time.Duration, clientGone context.Context) (func() (*proto.ExecResponse, error), error) {
+	sup, statusR, statusW, err := supervised(ps.self, cmd, timeout)
 	if err != nil {
 		p.closeAll()
 		return nil, errdefs.Internal("cannot make a pipe: %v", err)
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	ps.mu.Lock()
+	if ps.closed {
+		ps.mu.Unlock()
 		p.closeAll()
 		closeAll(statusR, statusW)
 		return nil, errShuttingDown
 	}
 	started := time.Now()
-	exited, err := s.reaper.start(sup)
+	exited, err := ps.reaper.start(sup)
 	p.closeChildEnds()
 	statusW.Close()
 	if err != nil {
-		s.mu.Unlock()
+		ps.mu.Unlock()
 		p.closeAll()
 		statusR.Close()
 		return nil, err
 	}
 	c := &supervisedCall{
-		s: s, sup: sup, pid: sup.Process.Pid, argv0: cmd.Args[0], started: started, timeout: timeout,
+		ps: ps, sup: sup, pid: sup.Process.Pid, argv0: cmd.Args[0], started: started, timeout: timeout,
 		events: readEvents(statusR), exited: exited,
 	}
-	s.execs[c.pid] = runningExec{supervised: true}
-	s.mu.Unlock()
+	ps.execs[c.pid] = runningExec{supervised: true}
+	ps.mu.Unlock()
 	return func() (*proto.ExecResponse, error) {
 		resp, err := c.wait(clientGone)
 		p.finish(resp)
@@ -164,7 +164,7 @@ func (s *Server) startSupervised(cmd *exec.Cmd, p *execPipes, timeout time.Durat
 
 // supervisedCall is one exec under its supervisor, from the agent's side.
 type supervisedCall struct {
-	s       *Server
+	ps      *processService
 	sup     *exec.Cmd
 	pid     int // the supervisor's
 	argv0   string
@@ -211,7 +211,7 @@ func (c *supervisedCall) wait(clientGone context.Context) (*proto.ExecResponse, 
 			gone = nil
 			_ = syscall.Kill(c.pid, syscall.SIGTERM)
 		case <-backup.C:
-			c.s.log.Warn("a command's supervisor did not report in time; killing it and the command's group", "argv0", c.argv0, "supervisor", c.pid)
+			c.ps.log.Warn("a command's supervisor did not report in time; killing it and the command's group", "argv0", c.argv0, "supervisor", c.pid)
 			resp.TimedOut = true
 			_ = syscall.Kill(c.pid, syscall.SIGKILL)
 			killGroup(c.leader)
@@ -233,18 +233,18 @@ func (c *supervisedCall) apply(resp *proto.ExecResponse, ev callEvent) (done boo
 			resp.TimedOut = true
 		case killPids:
 			resp.OutOfPids = true
-			if c.s.guard != nil {
-				if u, ok := c.s.guard.killedAt(c.pid); ok {
+			if c.ps.guard != nil {
+				if u, ok := c.ps.guard.killedAt(c.pid); ok {
 					resp.PidsInUse, resp.PidsLimit, resp.PidsReserve = u.inUse, u.limit, u.reserve
 				}
 			}
 		}
 		if n := ev.int(2); n > 0 {
-			c.s.log.Warn("processes of a command survived being killed", "argv0", c.argv0, "remaining", n)
+			c.ps.log.Warn("processes of a command survived being killed", "argv0", c.argv0, "remaining", n)
 		}
 	case evGone:
 	default:
-		c.s.log.Warn("the supervisor of a command says", "argv0", c.argv0, "line", ev.text())
+		c.ps.log.Warn("the supervisor of a command says", "argv0", c.argv0, "line", ev.text())
 	case evExit:
 		resp.Duration = time.Since(c.started)
 		resp.ExitCode, resp.Signal = exitFields(syscall.WaitStatus(ev.int(0)))
@@ -263,7 +263,7 @@ func (c *supervisedCall) apply(resp *proto.ExecResponse, ev callEvent) (done boo
 // running, when the guard picked this call before the answer went out: the
 // answer then says why the background processes are gone.
 func (c *supervisedCall) late(resp *proto.ExecResponse) {
-	if c.s.guard == nil || resp.OutOfPids || !c.s.guard.picked(c.pid) {
+	if c.ps.guard == nil || resp.OutOfPids || !c.ps.guard.picked(c.pid) {
 		return
 	}
 	timer := time.NewTimer(killBudget + time.Second)
@@ -295,20 +295,20 @@ func (c *supervisedCall) follow() {
 		}
 		switch ev.kind {
 		case evKilled:
-			c.s.log.Info("killed the processes a command left running", "argv0", c.argv0, "reason", ev.fields[0], "killed", ev.int(1))
+			c.ps.log.Info("killed the processes a command left running", "argv0", c.argv0, "reason", ev.fields[0], "killed", ev.int(1))
 		case evGone:
 		default:
-			c.s.log.Warn("the supervisor of a command says", "argv0", c.argv0, "line", ev.text())
+			c.ps.log.Warn("the supervisor of a command says", "argv0", c.argv0, "line", ev.text())
 		}
 	}
 	if !c.supDone {
 		<-c.exited
 	}
-	if c.s.guard != nil {
-		c.s.guard.killedAt(c.pid)
+	if c.ps.guard != nil {
+		c.ps.guard.killedAt(c.pid)
 	}
-	c.s.mu.Lock()
-	delete(c.s.execs, c.pid)
-	c.s.mu.Unlock()
+	c.ps.mu.Lock()
+	delete(c.ps.execs, c.pid)
+	c.ps.mu.Unlock()
 	c.sup.Process.Release()
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// commitEnv is what a write_files batch needs from its Server.
+// commitEnv is what a write_files batch needs from the file service.
 type commitEnv struct {
 	// journal makes the batch crash-atomic; nil commits without one (an
 	// embedded daemon without a state dir, and the benchmark's baseline).

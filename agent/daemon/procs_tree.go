@@ -14,7 +14,7 @@ type procEntry struct {
 }
 
 // procSnapshot reads every process visible in /proc (one stat file each),
-// with raw system calls (see rawsys.go). Processes that exit while it reads
+// with raw system calls (see procs_rawsys.go). Processes that exit while it reads
 // are left out.
 func procSnapshot() []procEntry {
 	d, errno := rawOpen("/proc", syscall.O_RDONLY|syscall.O_DIRECTORY)

@@ -33,8 +33,8 @@ const (
 // at a normal exit at the timeout; see RunContain. Otherwise its process
 // group is killed at the timeout or when the client goes, and children it
 // leaves running after a normal exit keep running.
-func (s *Server) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecRequest) (*proto.ExecResponse, error) {
-	base, err := s.env.forCommand()
+func (ps *processService) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecRequest) (*proto.ExecResponse, error) {
+	base, err := ps.env.forCommand()
 	if err != nil {
 		return nil, err
 	}
@@ -52,8 +52,8 @@ func (s *Server) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecReques
 		max = defaultExecOutput
 	}
 	max = min(max, maxExecOutput)
-	if s.guard != nil {
-		if u, err := s.guard.makeRoom(roomWait, s.supervisors); err == nil && u.low() {
+	if ps.guard != nil {
+		if u, err := ps.guard.makeRoom(roomWait, ps.supervisors); err == nil && u.low() {
 			return nil, errdefs.ResourceExhausted("the sandbox has %d of its %d processes in use and the agent keeps %d free for itself, so %q was not started; "+
 				"stop processes it no longer needs or give the sandbox a larger pids limit", u.inUse, u.limit, u.reserve, r.Argv[0])
 		}
@@ -71,10 +71,10 @@ func (s *Server) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecReques
 	}
 	clientGone := watchClosed(ctx, st)
 	var run func() (*proto.ExecResponse, error)
-	if s.opts.supervise {
-		run, err = s.startSupervised(cmd, p, timeout, clientGone)
+	if ps.supervise {
+		run, err = ps.startSupervised(cmd, p, timeout, clientGone)
 	} else {
-		run, err = s.startGroup(cmd, p, timeout, clientGone)
+		run, err = ps.startGroup(cmd, p, timeout, clientGone)
 	}
 	if err == errShuttingDown {
 		return nil, err
@@ -89,31 +89,31 @@ func (s *Server) exec(ctx context.Context, st *yamux.Stream, r *proto.ExecReques
 	}
 	if clientGone.Err() != nil && ctx.Err() == nil && !resp.TimedOut {
 		// Nobody is left to read the answer; say so in the log only.
-		s.log.Info("killed a command whose client went away", "argv0", r.Argv[0])
+		ps.log.Info("killed a command whose client went away", "argv0", r.Argv[0])
 	}
 	return resp, nil
 }
 
 // startGroup starts cmd in its own process group; run waits for it and its
 // output, and kills the group at the timeout or when the client goes.
-func (s *Server) startGroup(cmd *exec.Cmd, p *execPipes, timeout time.Duration, clientGone context.Context) (func() (*proto.ExecResponse, error), error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+func (ps *processService) startGroup(cmd *exec.Cmd, p *execPipes, timeout time.Duration, clientGone context.Context) (func() (*proto.ExecResponse, error), error) {
+	ps.mu.Lock()
+	if ps.closed {
+		ps.mu.Unlock()
 		p.closeAll()
 		return nil, errShuttingDown
 	}
 	started := time.Now()
-	exited, err := s.reaper.start(cmd)
+	exited, err := ps.reaper.start(cmd)
 	p.closeChildEnds()
 	if err != nil {
-		s.mu.Unlock()
+		ps.mu.Unlock()
 		p.closeAll()
 		return nil, err
 	}
 	pgid := cmd.Process.Pid
-	s.execs[pgid] = runningExec{}
-	s.mu.Unlock()
+	ps.execs[pgid] = runningExec{}
+	ps.mu.Unlock()
 
 	return func() (*proto.ExecResponse, error) {
 		timer := time.NewTimer(timeout)
@@ -132,9 +132,9 @@ func (s *Server) startGroup(cmd *exec.Cmd, p *execPipes, timeout time.Duration, 
 		}
 		resp.Duration = es.at.Sub(started)
 		resp.ExitCode, resp.Signal = exitFields(es.ws)
-		s.mu.Lock()
-		delete(s.execs, pgid)
-		s.mu.Unlock()
+		ps.mu.Lock()
+		delete(ps.execs, pgid)
+		ps.mu.Unlock()
 		cmd.Process.Release()
 		p.finish(resp)
 		return resp, nil
