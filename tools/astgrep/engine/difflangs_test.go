@@ -111,6 +111,11 @@ var langDiffs = []langDiff{
 		{pattern: `$A.push_back($B)`},
 		{pattern: `for (const auto &$K : $C) { $$$ }`},
 		{pattern: `virtual $T $M() const = 0;`, peer: `pattern: {context: "class C { virtual $T $M() const = 0; };", selector: field_declaration}`},
+		// A loop's body as a metavariable is any statement: a block, one
+		// statement, another loop.
+		{pattern: `for (int $I = 0; $I < $N; ++$I) $$$BODY`},
+		{pattern: `for (int $I = 0; $I < $N; ++$I) $BODY`},
+		{pattern: `for (int $I = 0; $I < $N; ++$I) { $$$ }`},
 	}, edits: []editCase{
 		{pattern: `$A.push_back($B)`, rewrite: `$A.emplace_back($B)`},
 		{pattern: `if ($C) { $$$BODY }`, rewrite: `if ($C) [[unlikely]] { $$$BODY }`},
@@ -153,6 +158,10 @@ var langDiffs = []langDiff{
 		{pattern: `this.$F = $V;`},
 		{pattern: `if ($C) { $$$ }`},
 		{pattern: `new ArrayList<>($$$)`},
+		{pattern: `for (int $I = 0; $I < $N; $I++) $$$BODY`},
+		{pattern: `for (int $I = 0; $I < $N; $I++) $BODY`},
+		{pattern: `for (int $I = 0; $I < $N; $I++) { $$$ }`},
+		{pattern: `while ($C) $BODY`},
 	}, edits: []editCase{
 		{pattern: `System.out.println($A)`, rewrite: `LOG.info($A)`},
 		{pattern: `this.$F = $V;`, rewrite: `this.$F = Objects.requireNonNull($V);`},

@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Shapes of real code where this engine and the ast-grep CLI once
+// disagreed; every expectation below is what ast-grep 0.51 reports for
+// the same pattern and source (difflangs_test.go and realtrees_test.go
+// compare with the CLI itself over whole trees).
+
+// matchesWith lists each match's text and the named captures' texts, as
+// "text | NAME=capture ...", captures in the order given.
+func matchesWith(ms []Match, names ...string) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		parts := []string{m.Text}
+		for _, n := range names {
+			c, ok := capture(m, n)
+			if !ok {
+				c = "<unbound>"
+			}
+			parts = append(parts, n+"="+c)
+		}
+		out[i] = strings.Join(parts, " | ")
+	}
+	return out
+}
+
+func wantMatches(t *testing.T, language, pattern string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s %q:\n got  %q\n want %q", language, pattern, got, want)
+	}
+}
+
+// A loop body written as a metavariable is any statement: a block, one
+// statement, another loop. The C-like ladders read the fragment with a `;`
+// after it; that `;` must not make the body an expression statement.
+func TestLoopBodyMetavariableIsAnyStatement(t *testing.T) {
+	java := `class L {
+  void f(int[] a, int n) {
+    for (int i = 0; i < n; i++) { a[i] = 0; }
+    for (int i = 0; i < n; i++) a[i]++;
+    for (int j = 0; j < n; j++) {}
+    for (int i = 0; i < n; i++) for (int k = 0; k < i; k++) a[k]--;
+    for (int i = 0; j < n; i++) {}
+  }
+}
+`
+	wantJava := []string{
+		"for (int i = 0; i < n; i++) { a[i] = 0; } | I=i | BODY={ a[i] = 0; }",
+		"for (int i = 0; i < n; i++) a[i]++; | I=i | BODY=a[i]++;",
+		"for (int j = 0; j < n; j++) {} | I=j | BODY={}",
+		"for (int i = 0; i < n; i++) for (int k = 0; k < i; k++) a[k]--; | I=i | BODY=for (int k = 0; k < i; k++) a[k]--;",
+		"for (int k = 0; k < i; k++) a[k]--; | I=k | BODY=a[k]--;",
+	}
+	for _, p := range []string{`for (int $I = 0; $I < $N; $I++) $$$BODY`, `for (int $I = 0; $I < $N; $I++) $BODY`} {
+		wantMatches(t, "java", p, matchesWith(find(t, "java", p, java), "I", "BODY"), wantJava)
+	}
+
+	cpp := `void f(int *a, int n) {
+  for (int i = 0; i < n; ++i) { a[i] = 0; }
+  for (int i = 0; i < n; ++i) a[i]++;
+  for (int j = 0; j < n; ++j) {}
+  for (int i = 0; i < n; ++i) for (int k = 0; k < i; ++k) a[k]--;
+  for (int i = 0; j < n; ++i) {}
+}
+`
+	wantCpp := []string{
+		"for (int i = 0; i < n; ++i) { a[i] = 0; } | BODY={ a[i] = 0; }",
+		"for (int i = 0; i < n; ++i) a[i]++; | BODY=a[i]++;",
+		"for (int j = 0; j < n; ++j) {} | BODY={}",
+		"for (int i = 0; i < n; ++i) for (int k = 0; k < i; ++k) a[k]--; | BODY=for (int k = 0; k < i; ++k) a[k]--;",
+		"for (int k = 0; k < i; ++k) a[k]--; | BODY=a[k]--;",
+	}
+	for _, l := range []string{"cpp", "c"} {
+		p := `for (int $I = 0; $I < $N; ++$I) $BODY`
+		wantMatches(t, l, p, matchesWith(find(t, l, p, cpp), "BODY"), wantCpp)
+	}
+	p := `for (int $I = 0; $I < $N; ++$I) { $$$ }`
+	wantMatches(t, "cpp", p, texts(find(t, "cpp", p, cpp)), []string{
+		"for (int i = 0; i < n; ++i) { a[i] = 0; }",
+		"for (int j = 0; j < n; ++j) {}",
+	})
+
+	// The same holds for the other statements with a body.
+	p = `while ($C) $BODY`
+	wantMatches(t, "java", p, matchesWith(find(t, "java", p, "class W { void f(int n) {\n while (n > 9) { n--; }\n while (n > 1) n /= 2;\n} }\n"), "BODY"), []string{
+		"while (n > 9) { n--; } | BODY={ n--; }",
+		"while (n > 1) n /= 2; | BODY=n /= 2;",
+	})
+}
