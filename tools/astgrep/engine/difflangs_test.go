@@ -95,6 +95,10 @@ var langDiffs = []langDiff{
 		{pattern: `return -1;`},
 		{pattern: `sizeof($X)`},
 		{pattern: `$H->$F = $V`},
+		// Anonymous bit-fields (`uint32_t : 4;`) too: $F stands for the
+		// name the grammar made up, empty.
+		{pattern: `$T $F : $W;`, peer: `pattern: {context: "struct S { $T $F : $W; };", selector: field_declaration}`},
+		{pattern: `unsigned $F : $W;`, peer: `pattern: {context: "struct S { unsigned $F : $W; };", selector: field_declaration}`},
 	}, edits: []editCase{
 		{pattern: `memcpy($D, $S, $N)`, rewrite: `safe_memcpy($D, $S, $N)`},
 		{pattern: `if ($A < $B) { $$$BODY }`, rewrite: `if ($B > $A) { $$$BODY }`,

@@ -17,6 +17,8 @@ import (
 var cHeaderCases = []diffCase{
 	{pattern: `unsigned int $F : $W;`, peer: `pattern: {context: "struct S { unsigned int $F : $W; };", selector: field_declaration}`},
 	{pattern: `__u8 $F : $W;`, peer: `pattern: {context: "struct S { __u8 $F : $W; };", selector: field_declaration}`},
+	// bpf.h and others pad with anonymous bit-fields (`__u32 :24;`).
+	{pattern: `$T $F : $W;`, peer: `pattern: {context: "struct S { $T $F : $W; };", selector: field_declaration}`},
 	// ast-grep reads the fragment alone as an error.
 	{pattern: `struct $S { $$$ }`, peer: `pattern: {context: "struct $S { $$$ };", selector: struct_specifier}`},
 	{pattern: `#define $N $V`},

@@ -93,3 +93,41 @@ func TestLoopBodyMetavariableIsAnyStatement(t *testing.T) {
 		"while (n > 1) n /= 2; | BODY=n /= 2;",
 	})
 }
+
+// An anonymous bit-field (`unsigned :8;`, padding) is a bit-field too: the
+// grammar gives it a made-up, empty field name, and a one-node
+// metavariable stands for that name, as in ast-grep.
+func TestAnonymousBitFieldNameIsEmpty(t *testing.T) {
+	src := "struct r {\n\tunsigned int enable : 1;\n\tunsigned int : 7;\n\tunsigned :8;\n\tint x;\n};\n"
+	p := `$T $F : $W;`
+	wantMatches(t, "c", p, matchesWith(find(t, "c", p, src), "T", "F", "W"), []string{
+		"unsigned int enable : 1; | T=unsigned int | F=enable | W=1",
+		"unsigned int : 7; | T=unsigned int | F= | W=7",
+		"unsigned :8; | T=unsigned | F= | W=8",
+	})
+	p = `unsigned int $F : $W;`
+	wantMatches(t, "c", p, matchesWith(find(t, "c", p, src), "F"), []string{
+		"unsigned int enable : 1; | F=enable",
+		"unsigned int : 7; | F=",
+	})
+	// The empty name sits right after the type, as ast-grep places it.
+	if ms := find(t, "c", `$T $F : $W;`, src); len(ms) == 3 {
+		var tEnd uint32
+		for _, c := range ms[1].Captures {
+			switch c.Name {
+			case "T":
+				tEnd = c.End
+			case "F":
+				if c.Start != c.End || c.Start != tEnd {
+					t.Errorf("the anonymous field's $F spans [%d, %d), want an empty span at %d, the end of its type", c.Start, c.End, tEnd)
+				}
+			}
+		}
+	}
+	// A node the parser made up is no match of its own.
+	for _, m := range find(t, "c", `$X`, src) {
+		if m.Start == m.End {
+			t.Errorf("$X matched the empty name at byte %d", m.Start)
+		}
+	}
+}
