@@ -50,6 +50,12 @@ const tsReadonly = `any:
   - pattern: {context: "interface I { readonly $P: $_ }", selector: property_signature}
   - pattern: {context: "class C { readonly $P: $_ }", selector: public_field_definition}`
 
+// tsMember is the ast-grep rule for a class member pattern, which its
+// plain pattern cannot parse alone.
+func tsMember(member, kind string) string {
+	return fmt.Sprintf("pattern: {context: %s, selector: %s}", yamlQuote("class A { "+member+" }"), kind)
+}
+
 var langDiffs = []langDiff{
 	{lang: "javascript", dir: "javascript", cases: []diffCase{
 		{pattern: `$K: $V`, peer: `pattern: {context: "({ $K: $V })", selector: pair}`},
@@ -70,6 +76,17 @@ var langDiffs = []langDiff{
 		{pattern: `export interface $I { $$$ }`},
 		{pattern: `export type $N = $T;`},
 		{pattern: `export declare const $N: $T;`},
+		// A member pattern keeps its modifier: members without it (or
+		// with another) are no match.
+		{pattern: `private $F = $V`, peer: tsMember("private $F = $V", "public_field_definition")},
+		{pattern: `static $X = $Y`, peer: tsMember("static $X = $Y", "public_field_definition")},
+		{pattern: `private $M($$$A) { $$$B }`, peer: tsMember("private $M($$$A) { $$$B }", "method_definition")},
+		{pattern: `class $C { private $F = $V }`},
+		// A member written with its `;` is the member: in a class body the
+		// `;` is a token of the body, not the field's.
+		{pattern: `private $F: $T;`, peer: tsMember("private $F: $T;", "public_field_definition")},
+		{pattern: `static $X = $Y;`, peer: tsMember("static $X = $Y;", "public_field_definition")},
+		{pattern: `protected abstract $M($$$A): $R;`, peer: tsMember("protected abstract $M($$$A): $R;", "abstract_method_signature")},
 	}, edits: []editCase{
 		{pattern: `export declare function $F($$$A): $R;`, rewrite: `export function $F($$$A): $R;`},
 		{pattern: `readonly $P: $T`, rewrite: `$P: $T`, peer: strings.ReplaceAll(tsReadonly, "$_", "$T")},

@@ -120,6 +120,9 @@ func Compile(ctx context.Context, l *Language, pattern string) (*Pattern, error)
 			}
 		}
 		if root < 0 {
+			root = beforeOwnSemi(t, s, e)
+		}
+		if root < 0 {
 			if firstFail == "" {
 				firstFail = "it does not form one syntax node (give a single statement, expression or declaration)"
 			}
@@ -224,6 +227,34 @@ func outermost(t *Tree, s, e uint32) int32 {
 		}
 	}
 	return -1
+}
+
+// beforeOwnSemi returns the node that spans the fragment [s, e) but for
+// the fragment's own final `;`, where that `;` is a token of the list
+// holding the node rather than the node's: a TypeScript class field
+// (`private $F: $T;`) or an abstract method signature ends before it. The
+// node is what the pattern searches for, as ast-grep's member selector
+// finds it. It returns -1 otherwise.
+func beforeOwnSemi(t *Tree, s, e uint32) int32 {
+	if e <= s || t.Src[e-1] != ';' {
+		return -1
+	}
+	end := e - 1
+	for end > s && (t.Src[end-1] == ' ' || t.Src[end-1] == '\t' || t.Src[end-1] == '\n' || t.Src[end-1] == '\r') {
+		end--
+	}
+	root := outermost(t, s, end)
+	if root < 0 {
+		return -1
+	}
+	next := t.nodes[root].next
+	for next >= 0 && t.nodes[next].extra() {
+		next = t.nodes[next].next
+	}
+	if next < 0 || t.nodes[next].start != e-1 || t.nodes[next].end != e || t.nodes[next].first >= 0 {
+		return -1
+	}
+	return root
 }
 
 // build finishes a pattern from the rung's tree: it descends through

@@ -131,3 +131,41 @@ func TestAnonymousBitFieldNameIsEmpty(t *testing.T) {
 		}
 	}
 }
+
+// A TypeScript member pattern keeps its modifier keyword: members without
+// it, or with another, are no match.
+func TestMemberPatternKeepsItsModifier(t *testing.T) {
+	src := `class A {
+  private a = 1;
+  b = 2;
+  protected c = 3;
+  static d = 4;
+  private static e = 5;
+  private f: number;
+  private g: string = "x";
+  h: number;
+  private m(x: number) { return x; }
+  n(x: number) { return x; }
+  static s(x: number) { return x; }
+}
+class B { private only = 1 }
+class C { plain = 1 }
+`
+	for _, l := range []string{"typescript", "tsx"} {
+		for _, c := range []struct {
+			pattern string
+			want    []string
+		}{
+			{`private $F = $V`, []string{"private a = 1", "private only = 1"}},
+			{`static $X = $Y`, []string{"static d = 4"}},
+			{`private $M($$$A) { $$$B }`, []string{"private m(x: number) { return x; }"}},
+			{`class $C { private $F = $V }`, []string{"class B { private only = 1 }"}},
+			// Written with its `;`, the pattern is the member, and the
+			// match is the member (the `;` belongs to the class body).
+			{`private $F: $T;`, []string{"private f: number", `private g: string = "x"`}},
+			{`static $X = $Y;`, []string{"static d = 4"}},
+		} {
+			wantMatches(t, l, c.pattern, texts(find(t, l, c.pattern, src)), c.want)
+		}
+	}
+}
