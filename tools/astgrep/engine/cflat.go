@@ -72,7 +72,9 @@ static int64_t flatten_tree(const TSTree *tree, flat_node *out, int64_t cap) {
 		if (f->kind == 0xFFFF) fl |= F_ERROR;
 		if (f->start == f->end) {
 			if (ts_node_is_missing(x)) fl |= F_MISSING;
-			if (!(fl & F_NAMED) || (fl & F_MISSING)) fl |= F_EXTRA;
+			// As in flatten (tree.go): only unnamed zero-width tokens are
+			// skipped like comments.
+			if (!(fl & F_NAMED)) fl |= F_EXTRA;
 		}
 		f->flags = fl;
 		f->pad = 0;

@@ -50,6 +50,12 @@ const tsReadonly = `any:
   - pattern: {context: "interface I { readonly $P: $_ }", selector: property_signature}
   - pattern: {context: "class C { readonly $P: $_ }", selector: public_field_definition}`
 
+// tsMember is the ast-grep rule for a class member pattern, which its
+// plain pattern cannot parse alone.
+func tsMember(member, kind string) string {
+	return fmt.Sprintf("pattern: {context: %s, selector: %s}", yamlQuote("class A { "+member+" }"), kind)
+}
+
 var langDiffs = []langDiff{
 	{lang: "javascript", dir: "javascript", cases: []diffCase{
 		{pattern: `$K: $V`, peer: `pattern: {context: "({ $K: $V })", selector: pair}`},
@@ -70,6 +76,17 @@ var langDiffs = []langDiff{
 		{pattern: `export interface $I { $$$ }`},
 		{pattern: `export type $N = $T;`},
 		{pattern: `export declare const $N: $T;`},
+		// A member pattern keeps its modifier: members without it (or
+		// with another) are no match.
+		{pattern: `private $F = $V`, peer: tsMember("private $F = $V", "public_field_definition")},
+		{pattern: `static $X = $Y`, peer: tsMember("static $X = $Y", "public_field_definition")},
+		{pattern: `private $M($$$A) { $$$B }`, peer: tsMember("private $M($$$A) { $$$B }", "method_definition")},
+		{pattern: `class $C { private $F = $V }`},
+		// A member written with its `;` is the member: in a class body the
+		// `;` is a token of the body, not the field's.
+		{pattern: `private $F: $T;`, peer: tsMember("private $F: $T;", "public_field_definition")},
+		{pattern: `static $X = $Y;`, peer: tsMember("static $X = $Y;", "public_field_definition")},
+		{pattern: `protected abstract $M($$$A): $R;`, peer: tsMember("protected abstract $M($$$A): $R;", "abstract_method_signature")},
 	}, edits: []editCase{
 		{pattern: `export declare function $F($$$A): $R;`, rewrite: `export function $F($$$A): $R;`},
 		{pattern: `readonly $P: $T`, rewrite: `$P: $T`, peer: strings.ReplaceAll(tsReadonly, "$_", "$T")},
@@ -95,6 +112,10 @@ var langDiffs = []langDiff{
 		{pattern: `return -1;`},
 		{pattern: `sizeof($X)`},
 		{pattern: `$H->$F = $V`},
+		// Anonymous bit-fields (`uint32_t : 4;`) too: $F stands for the
+		// name the grammar made up, empty.
+		{pattern: `$T $F : $W;`, peer: `pattern: {context: "struct S { $T $F : $W; };", selector: field_declaration}`},
+		{pattern: `unsigned $F : $W;`, peer: `pattern: {context: "struct S { unsigned $F : $W; };", selector: field_declaration}`},
 	}, edits: []editCase{
 		{pattern: `memcpy($D, $S, $N)`, rewrite: `safe_memcpy($D, $S, $N)`},
 		{pattern: `if ($A < $B) { $$$BODY }`, rewrite: `if ($B > $A) { $$$BODY }`,
@@ -111,6 +132,11 @@ var langDiffs = []langDiff{
 		{pattern: `$A.push_back($B)`},
 		{pattern: `for (const auto &$K : $C) { $$$ }`},
 		{pattern: `virtual $T $M() const = 0;`, peer: `pattern: {context: "class C { virtual $T $M() const = 0; };", selector: field_declaration}`},
+		// A loop's body as a metavariable is any statement: a block, one
+		// statement, another loop.
+		{pattern: `for (int $I = 0; $I < $N; ++$I) $$$BODY`},
+		{pattern: `for (int $I = 0; $I < $N; ++$I) $BODY`},
+		{pattern: `for (int $I = 0; $I < $N; ++$I) { $$$ }`},
 	}, edits: []editCase{
 		{pattern: `$A.push_back($B)`, rewrite: `$A.emplace_back($B)`},
 		{pattern: `if ($C) { $$$BODY }`, rewrite: `if ($C) [[unlikely]] { $$$BODY }`},
@@ -153,6 +179,10 @@ var langDiffs = []langDiff{
 		{pattern: `this.$F = $V;`},
 		{pattern: `if ($C) { $$$ }`},
 		{pattern: `new ArrayList<>($$$)`},
+		{pattern: `for (int $I = 0; $I < $N; $I++) $$$BODY`},
+		{pattern: `for (int $I = 0; $I < $N; $I++) $BODY`},
+		{pattern: `for (int $I = 0; $I < $N; $I++) { $$$ }`},
+		{pattern: `while ($C) $BODY`},
 	}, edits: []editCase{
 		{pattern: `System.out.println($A)`, rewrite: `LOG.info($A)`},
 		{pattern: `this.$F = $V;`, rewrite: `this.$F = Objects.requireNonNull($V);`},

@@ -80,7 +80,9 @@ func (p *Pattern) findAll(t *Tree) []Match {
 	var out []Match
 	for i := range t.nodes {
 		n := &t.nodes[i]
-		if n.extra() || (!rootMeta && n.kind != pr.kind) {
+		// A node the parser made up is no match of its own (`$X` would
+		// report empty matches in broken code), only a part of one.
+		if n.extra() || n.flags&flagMissing != 0 || (!rootMeta && n.kind != pr.kind) {
 			continue
 		}
 		m.env = m.env[:0]

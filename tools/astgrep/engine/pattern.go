@@ -111,10 +111,16 @@ func Compile(ctx context.Context, l *Language, pattern string) (*Pattern, error)
 		if root < 0 && c.Absorb != "" && strings.HasPrefix(after, c.Absorb) {
 			root, absorbed = outermost(t, s, e+uint32(len(c.Absorb))), []byte(c.Absorb)
 		}
+		semi := int64(-1)
 		if root < 0 && strings.HasPrefix(after, ";") {
 			// The rung's own `;` ends the node: `unsigned int $F : $W`
 			// is a field declaration only with it.
-			root = outermost(t, s, e+1)
+			if root = outermost(t, s, e+1); root >= 0 {
+				semi = int64(e)
+			}
+		}
+		if root < 0 {
+			root = beforeOwnSemi(t, s, e)
 		}
 		if root < 0 {
 			if firstFail == "" {
@@ -122,7 +128,7 @@ func Compile(ctx context.Context, l *Language, pattern string) (*Pattern, error)
 			}
 			continue
 		}
-		pat := build(l, pattern, c.Name, t, root, metas)
+		pat := build(l, pattern, c.Name, t, root, metas, semi)
 		pat.absorbed = absorbed
 		found = append(found, candidate{p: pat, tier: tier})
 	}
@@ -223,14 +229,58 @@ func outermost(t *Tree, s, e uint32) int32 {
 	return -1
 }
 
+// beforeOwnSemi returns the node that spans the fragment [s, e) but for
+// the fragment's own final `;`, where that `;` is a token of the list
+// holding the node rather than the node's: a TypeScript class field
+// (`private $F: $T;`) or an abstract method signature ends before it. The
+// node is what the pattern searches for, as ast-grep's member selector
+// finds it. It returns -1 otherwise.
+func beforeOwnSemi(t *Tree, s, e uint32) int32 {
+	if e <= s || t.Src[e-1] != ';' {
+		return -1
+	}
+	end := e - 1
+	for end > s && (t.Src[end-1] == ' ' || t.Src[end-1] == '\t' || t.Src[end-1] == '\n' || t.Src[end-1] == '\r') {
+		end--
+	}
+	root := outermost(t, s, end)
+	if root < 0 {
+		return -1
+	}
+	next := t.nodes[root].next
+	for next >= 0 && t.nodes[next].extra() {
+		next = t.nodes[next].next
+	}
+	if next < 0 || t.nodes[next].start != e-1 || t.nodes[next].end != e || t.nodes[next].first >= 0 {
+		return -1
+	}
+	return root
+}
+
 // build finishes a pattern from the rung's tree: it descends through
 // wrappers that hold one child of the same span (an expression statement
 // around a call matches the call anywhere), marks the metavariables and
-// collects the literal tokens.
-func build(l *Language, src, rung string, t *Tree, root int32, metas map[string]metaVar) *Pattern {
+// collects the literal tokens. semi, when not negative, is the offset of
+// the `;` the rung put after the fragment and the fragment's node took in.
+func build(l *Language, src, rung string, t *Tree, root int32, metas map[string]metaVar, semi int64) *Pattern {
 	p := &Pattern{Lang: l, Source: src, Context: rung, tree: t, meta: map[int32]metaVar{}, spellings: len(metas)}
+	// metaOf: a node whose text is a metavariable stands for it, as in
+	// ast-grep. The rung's `;` is no text of the user's: in `for (...)
+	// $$$BODY` the body is the statement `$$$BODY;` only by it, and that
+	// statement is the metavariable (as the one a missing `;` ends would
+	// be), so the body matches a block, not only an expression statement.
+	metaOf := func(i int32) (metaVar, bool) {
+		if v, ok := metas[string(t.text(i))]; ok {
+			return v, true
+		}
+		if n := &t.nodes[i]; semi >= 0 && int64(n.end) == semi+1 && int64(n.start) < semi {
+			v, ok := metas[string(bytes.TrimSpace(t.Src[n.start:semi]))]
+			return v, ok
+		}
+		return metaVar{}, false
+	}
 	for {
-		if _, ok := metas[string(t.text(root))]; ok {
+		if _, ok := metaOf(root); ok {
 			break
 		}
 		only := int32(-1)
@@ -261,7 +311,7 @@ func build(l *Language, src, rung string, t *Tree, root int32, metas map[string]
 	var walk func(i int32)
 	walk = func(i int32) {
 		n := &t.nodes[i]
-		if v, ok := metas[string(t.text(i))]; ok {
+		if v, ok := metaOf(i); ok {
 			p.meta[i] = v
 			seq = append(seq, nil)
 			if v.captures() && !seen[v.name] {

@@ -89,9 +89,9 @@ func choose(found []candidate) []*Pattern {
 // swallowsMeta: a metavariable of the fragment is not a node of the
 // reading but part of a longer token.
 func swallowsMeta(p *Pattern, _ []*Pattern) bool {
-	seen := map[string]bool{}
-	for i := range p.meta {
-		seen[string(p.tree.text(i))] = true
+	seen := map[metaVar]bool{}
+	for _, v := range p.meta {
+		seen[v] = true
 	}
 	return len(seen) < p.spellings
 }

@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"archive/zip"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -14,6 +17,8 @@ import (
 var cHeaderCases = []diffCase{
 	{pattern: `unsigned int $F : $W;`, peer: `pattern: {context: "struct S { unsigned int $F : $W; };", selector: field_declaration}`},
 	{pattern: `__u8 $F : $W;`, peer: `pattern: {context: "struct S { __u8 $F : $W; };", selector: field_declaration}`},
+	// bpf.h and others pad with anonymous bit-fields (`__u32 :24;`).
+	{pattern: `$T $F : $W;`, peer: `pattern: {context: "struct S { $T $F : $W; };", selector: field_declaration}`},
 	// ast-grep reads the fragment alone as an error.
 	{pattern: `struct $S { $$$ }`, peer: `pattern: {context: "struct $S { $$$ };", selector: struct_specifier}`},
 	{pattern: `#define $N $V`},
@@ -79,3 +84,83 @@ func TestDifferentialNpm(t *testing.T) {
 
 // awaitParen: an await whose operand starts with a parenthesis.
 func awaitParen(h hit) bool { return regexp.MustCompile(`^await\s*\(`).MatchString(h.text) }
+
+// jdkCases run over the JDK's own java.util and java.lang sources.
+var jdkCases = []diffCase{
+	{pattern: `for (int $I = 0; $I < $N; $I++) $$$BODY`},
+	{pattern: `for (int $I = 0; $I < $N; $I++) $BODY`},
+	{pattern: `for (int $I = 0; $I < $N; $I++) { $$$ }`},
+	{pattern: `while ($C) $BODY`},
+	{pattern: `if ($C) $BODY`},
+	{pattern: `private static final $T $F = $V;`, peer: `pattern: {context: "class A { private static final $T $F = $V; }", selector: field_declaration}`},
+	{pattern: `throw new $E($$$)`},
+}
+
+func TestDifferentialJDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("differential test over the JDK's sources skipped in -short mode")
+	}
+	bin := astGrepBin(t)
+	root := jdkSources(t)
+	l, _ := NewRegistry().Lookup("java")
+	peer := peerHits(t, bin, "java", root, jdkCases)
+	ours, listed, unclean := ourHits(t, l, root, nil, jdkCases)
+	same := compareHits(t, "java", jdkCases, ours, peer, listed, unclean)
+	t.Logf("JDK java.util and java.lang: %d of %d searches agree with ast-grep", same, len(jdkCases))
+}
+
+// jdkSources unpacks java.util and java.lang from the JDK's src.zip
+// (JDK_SRC_ZIP, else the first readable one under /usr/lib/jvm) into a
+// temporary directory.
+func jdkSources(t *testing.T) string {
+	t.Helper()
+	zips := []string{os.Getenv("JDK_SRC_ZIP")}
+	if h := os.Getenv("JAVA_HOME"); h != "" {
+		zips = append(zips, filepath.Join(h, "lib", "src.zip"))
+	}
+	found, _ := filepath.Glob("/usr/lib/jvm/*/lib/src.zip")
+	zips = append(zips, found...)
+	for _, z := range zips {
+		if z == "" {
+			continue
+		}
+		r, err := zip.OpenReader(z)
+		if err != nil {
+			continue // a dangling link of a JDK without sources
+		}
+		defer r.Close()
+		dst := t.TempDir()
+		const capBytes = 256 << 20 // the two packages are about 25 MiB
+		var total int64
+		for _, f := range r.File {
+			if !strings.HasSuffix(f.Name, ".java") || !(strings.HasPrefix(f.Name, "java.base/java/util/") || strings.HasPrefix(f.Name, "java.base/java/lang/")) {
+				continue
+			}
+			if total += int64(f.UncompressedSize64); total > capBytes {
+				t.Fatalf("%s: java.util and java.lang hold over %d bytes; not a JDK source archive?", z, capBytes)
+			}
+			p := filepath.Join(dst, filepath.FromSlash(f.Name))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			rc, err := f.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(io.LimitReader(rc, capBytes))
+			rc.Close()
+			if err != nil {
+				t.Fatalf("%s: %s: %v", z, f.Name, err)
+			}
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if total == 0 {
+			continue
+		}
+		return dst
+	}
+	t.Skip("no JDK source archive (src.zip) to compare on: install a JDK with its sources or set JDK_SRC_ZIP")
+	return ""
+}

@@ -167,10 +167,12 @@ func flatten(ts *sitter.Tree, src []byte) *Tree {
 		if n.IsMissing() {
 			f |= flagMissing
 		}
-		// A zero-width token (a grammar's implicit terminator, a node the
+		// A zero-width token (a grammar's implicit terminator, a `;` the
 		// parser made up) is not source the user wrote: skip it like a
-		// comment.
-		if n.StartByte() == n.EndByte() && (f&flagNamed == 0 || f&flagMissing != 0) {
+		// comment. A named node the parser made up stays: the name of an
+		// anonymous bit-field (`unsigned :8;`) is one, and a one-node
+		// metavariable stands for it, empty, as in ast-grep.
+		if n.StartByte() == n.EndByte() && f&flagNamed == 0 {
 			f |= flagExtra
 		}
 		t.nodes = append(t.nodes, node{
