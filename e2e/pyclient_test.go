@@ -27,25 +27,19 @@ var pythonTests = []string{
 	"test_bad_requests_are_invalid_argument",
 	"test_ask_user_answered_through_the_space_stream",
 	"test_example_agent_loop_runs",
+	"test_pip_install_without_an_index",
 }
 
 // TestPythonClient runs clients/python's unittest suite (and through it the
 // example agent loop) against a real sandboxd on Docker with the sandbox
 // image. SANDBOXD_TEST_PYTHON picks the interpreter (default python3 on
 // PATH); its pip-install test skips, saying why, where that interpreter has
-// no pip or cannot build offline.
+// no pip.
 func TestPythonClient(t *testing.T) {
 	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
 		t.Skip("set SANDBOXD_TEST_DOCKER=1 to run against the Docker engine")
 	}
-	python := os.Getenv("SANDBOXD_TEST_PYTHON")
-	if python == "" {
-		p, err := exec.LookPath("python3")
-		if err != nil {
-			t.Fatal("python3 is not on PATH; install it (apt-get install python3 python3-pip; scripts/setup.sh does) or set SANDBOXD_TEST_PYTHON")
-		}
-		python = p
-	}
+	python := pythonInterpreter(t)
 	dir, err := filepath.Abs(filepath.Join("..", "clients", "python"))
 	if err != nil {
 		t.Fatal(err)

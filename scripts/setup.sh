@@ -37,10 +37,11 @@ as_root() {
 installed() { [[ $(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null) == installed ]]; }
 
 # curl: make build fetches the Dart grammar from the npm registry (scripts/fetch-dart-grammar.sh).
-# python3, pip, setuptools, wheel: e2e's TestPythonClient runs clients/python's tests and installs
-# the package with `pip install --no-index --no-build-isolation` (no PyPI needed).
+# python3, pip, venv: e2e's TestPythonClient runs clients/python's tests, and
+# TestPythonClientInstallsOffline installs the package into a fresh venv with `pip install
+# --no-index --no-build-isolation` (its build backend is in the tree: no PyPI, setuptools or wheel).
 packages=(docker.io debootstrap git make gcc libc6-dev ca-certificates procps curl
-	python3 python3-pip python3-setuptools python3-wheel)
+	python3 python3-pip python3-venv)
 missing=()
 for p in "${packages[@]}"; do
 	installed "$p" || missing+=("$p")

@@ -110,8 +110,14 @@ func exportedNames(t *testing.T) map[string]bool {
 // first request, and the probe's comes before any scrape.
 func firstScrape(t *testing.T) string {
 	t.Helper()
+	return scrapeWith(t, func(reg prometheus.Registerer) { replicaMetrics(t, reg) })
+}
+
+// scrapeWith is firstScrape with the replica series registered by replicas.
+func scrapeWith(t *testing.T, replicas func(prometheus.Registerer)) string {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	replicaMetrics(t, reg)
+	replicas(reg)
 	none := func() map[string]int { return nil }
 	m, err := metrics.New(reg,
 		metrics.WithSandboxCounts("docker", none),
