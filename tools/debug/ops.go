@@ -84,16 +84,25 @@ func (c *call) breakpoints(ctx context.Context) (string, error) {
 		}
 		return fmt.Sprintf("Breakpoints for %s at lines %s saved; they are sent when you launch.", c.rel(file), joinInts(c.a.Lines)), nil
 	}
+	if !canStopIn(s.adapter, file) {
+		// Never sent: the adapter could not stop there, and debugpy
+		// would call it verified (placement.go).
+		if len(c.a.Lines) == 0 {
+			return fmt.Sprintf("Cleared the breakpoints of %s.", c.rel(file)), nil
+		}
+		return fmt.Sprintf("Breakpoints for %s at lines %s saved for a later launch, not placed in this %s session (%s).",
+			c.rel(file), joinInts(c.a.Lines), s.adapter, foreignReason(s.adapter, file)), nil
+	}
 	rctx, cancel := context.WithTimeout(ctx, c.sv.to.request)
 	defer cancel()
-	line, err := s.setBreakpoints(rctx, file, c.a.Lines)
+	got, err := s.setBreakpoints(rctx, file, c.a.Lines)
 	if err != nil {
 		return "", err
 	}
 	if len(c.a.Lines) == 0 {
 		return fmt.Sprintf("Cleared the breakpoints of %s.", c.rel(file)), nil
 	}
-	return line, nil
+	return describeBreakpoints(file, c.a.Lines, got), nil
 }
 
 // refuseSecond says why a second session cannot start, or cleans up a
@@ -184,7 +193,8 @@ func (c *call) launch(ctx context.Context) (string, error) {
 
 // begin starts the session, adopts it and waits for the first stop.
 func (c *call) begin(ctx context.Context, p *plan) (string, error) {
-	s, bpReport, err := startSession(ctx, c.conn.Agent, c.label, p, c.sv.breakpoints(c.key), c.sv.to)
+	send, foreign := splitBreakpoints(p.adapter, c.sv.breakpoints(c.key))
+	s, placed, err := startSession(ctx, c.conn.Agent, c.label, p, send, c.sv.to)
 	if err != nil {
 		return "", err
 	}
@@ -198,8 +208,8 @@ func (c *call) begin(ctx context.Context, p *plan) (string, error) {
 		verb = "Attached to"
 	}
 	fmt.Fprintf(&b, "%s %s with %s (the session expires in %s).\n", verb, c.rel(p.program), p.adapter, c.sv.ttl)
-	if bpReport != "" {
-		b.WriteString(bpReport + "\n")
+	if r := describePlacement(p.adapter, placed, foreign, c.rel); r != "" {
+		b.WriteString(r + "\n")
 	}
 	b.WriteString(c.describe(ctx, s))
 	b.WriteString(s.endedTail())

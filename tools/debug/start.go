@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	godap "github.com/google/go-dap"
@@ -45,8 +44,9 @@ func newID() string {
 
 // startSession spawns the adapter inside the sandbox, runs the DAP
 // handshake and the configuration sequence, and returns once the adapter
-// has answered launch/attach. bps maps absolute file paths to lines.
-func startSession(ctx context.Context, ag *agent.Client, convLabel string, p *plan, bps map[string][]int, timeouts timeouts) (s *session, bpReport string, err error) {
+// has answered launch/attach. bps maps absolute file paths to lines; what
+// the adapter said of each file's breakpoints is returned, in file order.
+func startSession(ctx context.Context, ag *agent.Client, convLabel string, p *plan, bps map[string][]int, timeouts timeouts) (s *session, placed []filePlacement, err error) {
 	s = newSession(newID(), p.adapter, ag)
 	s.root, s.program, s.attached = p.root, p.program, p.request == "attach"
 	defer func() {
@@ -70,15 +70,15 @@ func startSession(ctx context.Context, ag *agent.Client, convLabel string, p *pl
 		// speak to it directly; there is no adapter process of ours.
 		c, err := ag.Dial(ctx, &proto.DialRequest{Network: "tcp", Address: "127.0.0.1:" + strconv.Itoa(p.port), Timeout: timeouts.request})
 		if err != nil {
-			return s, "", &setupError{msg: fmt.Sprintf("Nothing accepts connections on 127.0.0.1:%d in the sandbox (%v); start the program with debugpy --listen 127.0.0.1:%d first.", p.port, err, p.port)}
+			return s, nil, &setupError{msg: fmt.Sprintf("Nothing accepts connections on 127.0.0.1:%d in the sandbox (%v); start the program with debugpy --listen 127.0.0.1:%d first.", p.port, err, p.port)}
 		}
 		rwc = c
 	} else {
 		if err := spawnAdapter(ctx, ag, s, p, convLabel, timeouts.connect); err != nil {
-			return s, "", err
+			return s, nil, err
 		}
 		if rwc, err = connectAdapter(ctx, ag, s); err != nil {
-			return s, "", err
+			return s, nil, err
 		}
 	}
 	s.conn = dap.NewConn(rwc, s)
@@ -92,14 +92,14 @@ func startSession(ctx context.Context, ag *agent.Client, convLabel string, p *pl
 	}, &s.caps)
 	cancel()
 	if err != nil {
-		return s, "", fmt.Errorf("the %s adapter did not complete initialize: %w", p.adapter, err)
+		return s, nil, fmt.Errorf("the %s adapter did not complete initialize: %w", p.adapter, err)
 	}
 
 	lctx, lcancel := context.WithTimeout(ctx, timeouts.launch)
 	defer lcancel()
 	pending, err := s.conn.Start(lctx, p.request, p.args)
 	if err != nil {
-		return s, "", err
+		return s, nil, err
 	}
 	// debugpy answers launch only after configurationDone, others before
 	// initialized; wait for whichever tells us to go on.
@@ -118,38 +118,38 @@ func startSession(ctx context.Context, ag *agent.Client, convLabel string, p *pl
 			select {
 			case <-s.initialized:
 			case <-lctx.Done():
-				return s, "", fmt.Errorf("the %s adapter never sent initialized after %s", p.adapter, p.request)
+				return s, nil, fmt.Errorf("the %s adapter never sent initialized after %s", p.adapter, p.request)
 			}
 		}
 	case <-lctx.Done():
-		return s, "", fmt.Errorf("the %s adapter did not get ready within %s", p.adapter, timeouts.launch)
+		return s, nil, fmt.Errorf("the %s adapter did not get ready within %s", p.adapter, timeouts.launch)
 	}
 	if launchErr != nil {
-		return s, "", fmt.Errorf("%s failed: %w", p.request, launchErr)
+		return s, nil, fmt.Errorf("%s failed: %w", p.request, launchErr)
 	}
 
-	bpReport, err = s.configure(lctx, bps)
+	placed, err = s.configure(lctx, bps)
 	if err != nil {
-		return s, "", err
+		return s, nil, err
 	}
 	if !launchDone {
 		if err := <-launched; err != nil {
-			return s, "", fmt.Errorf("%s failed: %w", p.request, err)
+			return s, nil, fmt.Errorf("%s failed: %w", p.request, err)
 		}
 	}
-	return s, bpReport, nil
+	return s, placed, nil
 }
 
 // configure sends the breakpoints, the default exception filters and
 // configurationDone.
-func (s *session) configure(ctx context.Context, bps map[string][]int) (string, error) {
-	var report []string
+func (s *session) configure(ctx context.Context, bps map[string][]int) ([]filePlacement, error) {
+	var placed []filePlacement
 	for _, file := range slices.Sorted(maps.Keys(bps)) {
-		line, err := s.setBreakpoints(ctx, file, bps[file])
+		got, err := s.setBreakpoints(ctx, file, bps[file])
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		report = append(report, line)
+		placed = append(placed, filePlacement{file: file, lines: bps[file], bps: got})
 	}
 	var filters []string
 	for _, f := range s.caps.ExceptionBreakpointFilters {
@@ -159,24 +159,24 @@ func (s *session) configure(ctx context.Context, bps map[string][]int) (string, 
 	}
 	if len(s.caps.ExceptionBreakpointFilters) > 0 {
 		if err := s.conn.Do(ctx, "setExceptionBreakpoints", godap.SetExceptionBreakpointsArguments{Filters: nonNil(filters)}, nil); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	if s.caps.SupportsConfigurationDoneRequest {
 		if err := s.conn.Do(ctx, "configurationDone", nil, nil); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
-	return strings.Join(report, "\n"), nil
+	return placed, nil
 }
 
-// setBreakpoints replaces the breakpoints of one file and says which the
-// adapter could place.
-func (s *session) setBreakpoints(ctx context.Context, file string, lines []int) (string, error) {
+// setBreakpoints replaces the breakpoints of one file and returns the
+// adapter's answer for each line; only those it verified count as placed.
+func (s *session) setBreakpoints(ctx context.Context, file string, lines []int) ([]godap.Breakpoint, error) {
 	var body godap.SetBreakpointsResponseBody
 	err := s.conn.Do(ctx, "setBreakpoints", dap.NewSetBreakpoints(godap.Source{Path: file, Name: pathBase(file)}, lines), &body)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	verified := 0
 	for _, b := range body.Breakpoints {
@@ -191,7 +191,7 @@ func (s *session) setBreakpoints(ctx context.Context, file string, lines []int) 
 		s.armed[file] = verified
 	}
 	s.mu.Unlock()
-	return describeBreakpoints(file, lines, body.Breakpoints), nil
+	return body.Breakpoints, nil
 }
 
 func nonNil[T any](v []T) []T {

@@ -32,7 +32,7 @@ func New(sv *Supervisor) *Tool { return &Tool{sv: sv} }
 const description = `Debug a program inside the sandbox, as in an editor's debugger: one session per conversation (at most 30 minutes), driven by operation.
 Typical flow: adapters (which debuggers work here and why not) -> breakpoints {file, lines} -> launch {program, args} -> read where it stopped -> stack / scopes {frame_id} / variables {reference} / evaluate {expression, frame_id} -> step_over / step_in / step_out / continue -> output -> terminate.
 - The debugger is chosen by the program: .py -> debugpy (the project's .venv or venv python first), .go or a Go package directory -> delve, a compiled binary -> lldb (build it with -g), .dart -> dart. Each needs its root marker: pyproject.toml/setup.py/requirements.txt, go.mod, Cargo.toml/CMakeLists.txt, pubspec.yaml.
-- Breakpoints may be set before launch; they are sent when the program starts. An empty lines list clears the file.
+- Breakpoints may be set before launch; they stay set for the conversation and are sent when a program that can stop there starts (the launch says which were not placed and why). An empty lines list clears the file.
 - Every stop says why, file:line, the function, the source line and a frame id. continue/step wait a bounded time; "running" means no stop yet: call status, pause or output.
 - Only one session: a second launch or attach is refused; call terminate first.
 - attach {port} connects to a Python program started with "python3 -m debugpy --listen 127.0.0.1:PORT --wait-for-client prog.py".`
