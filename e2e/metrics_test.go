@@ -98,7 +98,7 @@ func TestMetricsFirstScrape(t *testing.T) {
 					t.Errorf("first scrape: %s{backend=%q} = %v (present %v), want 0", name, backend, v, ok)
 				}
 			}
-			problems, err := chart.CheckScrape(chart.WithoutReplication(qs), first)
+			problems, err := chart.CheckScrape(qs, first)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/cluster"
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/metrics"
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -161,6 +162,14 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 	if err := registerAll(lv.reg, metrics.Sandboxes(lv.backend.Name(), lv.mgr.Counts),
 		metrics.Pools(poolImages(pools), lv.mgr.PoolStats)); err != nil {
 		return nil, fmt.Errorf("the sandbox metrics cannot be registered: %w", err)
+	}
+	if lv.rep == nil {
+		// A lone daemon exports the replica series at its own values (it
+		// owns every conversation with a sandbox), so the dashboard's
+		// replica panels are never empty.
+		if err := cluster.RegisterSingleReplica(lv.reg, func() int { return sum(lv.mgr.Counts()) }); err != nil {
+			return nil, fmt.Errorf("the replica metrics cannot be registered: %w", err)
+		}
 	}
 
 	lv.registry = tools.NewRegistry(tools.WithObserver(lv.metrics), tools.WithLogger(log))
@@ -311,6 +320,16 @@ func serviceOptions(services []any) ([]api.Option, error) {
 		}
 	}
 	return opts, nil
+}
+
+// sum adds up the counts (a conversation has at most one sandbox, so the
+// sandboxes by state add up to the conversations with one).
+func sum(counts map[string]int) int {
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return n
 }
 
 func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {

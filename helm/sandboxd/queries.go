@@ -22,16 +22,17 @@ type Query struct {
 	Expr  string
 }
 
-// replicaMetric is the prefix of the metrics only a replicated sandboxd
-// (config replication.enabled) registers.
+// replicaMetric is the prefix of the replica series: a replicated sandboxd
+// (config replication.enabled) reports its leases and forwarding in them,
+// a lone daemon the values true of it (one replica owning everything).
 const replicaMetric = "sandboxd_replica_"
 
-// Replication reports whether q selects a metric that only a sandboxd with
-// replication on exports, so a single daemon's scrape cannot satisfy it.
+// Replication reports whether q selects a replica series, whose values
+// mean most with replication on.
 func (q Query) Replication() bool { return strings.Contains(q.Expr, replicaMetric) }
 
-// WithoutReplication returns the queries of qs a sandboxd without
-// replication answers: those to check against a plain daemon's scrape.
+// WithoutReplication returns the queries of qs that select no replica
+// series.
 func WithoutReplication(qs []Query) []Query {
 	var out []Query
 	for _, q := range qs {
