@@ -37,6 +37,10 @@ type Client struct {
 
 	idleMu sync.Mutex   // guards idle
 	idle   []idleStream // streams kept for the next reusable call (reuse.go)
+
+	// stallCheck, when set, is asked why a call gets no answer (stall.go).
+	stallCheck func(context.Context) error
+	stallAfter time.Duration
 }
 
 // NewClient starts a session over rwc (the attach exec's stdio) and checks
@@ -307,6 +311,16 @@ func (c *Client) exchange(ctx context.Context, st *yamux.Stream, req *proto.Requ
 		st.SetDeadline(time.Now())
 		st.Close()
 	})
+	// A sandbox that stopped answering (paused in its engine) ends the
+	// call with the owner's sentence instead of a long wait.
+	var stalled error
+	// Its close is sent on a goroutine of its own: a pipe that takes
+	// nothing would hold the sender for yamux's write timeout.
+	endStall := c.watchStall(ctx, func(err error) {
+		stalled = err
+		st.SetDeadline(time.Now())
+		go st.Close()
+	})
 	var resp proto.Response
 	raw := c.raw(req.Op)
 	err := c.writeRequest(st, req, raw)
@@ -324,6 +338,11 @@ func (c *Client) exchange(ctx context.Context, st *yamux.Stream, req *proto.Requ
 		if blobs, err = proto.ReadRaw(st, proto.MaxRawTotal); err == nil {
 			err = resp.PutData(blobs)
 		}
+	}
+	endStall() // stalled is read only after the watcher has ended
+	if stalled != nil {
+		stop()
+		return nil, nil, stalled
 	}
 	if !stop() || ctx.Err() != nil {
 		st.Close()

@@ -188,7 +188,7 @@ func (m *Manager) open(ctx context.Context, id, conv string) (*agent.Client, Inf
 	if err != nil {
 		return nil, Info{}, m.dialFailed(ctx, id, conv, m.backendErr("attach to the agent of sandbox "+id, err))
 	}
-	c, err := agent.NewClient(ctx, rwc)
+	c, err := agent.NewClient(ctx, rwc, m.stallOption(id))
 	if err != nil {
 		_ = rwc.Close()
 		return nil, Info{}, m.dialFailed(ctx, id, conv,
@@ -301,6 +301,40 @@ func (m *Manager) stateErr(info Info, conv string) error {
 		return errdefs.NotFound("the sandbox of conversation %s is being removed; create a new one", conv)
 	}
 	return errdefs.FailedPrecondition("the sandbox of conversation %s is no longer running (it was stopped outside sandboxd); delete it and create a new one", conv)
+}
+
+// stallOption makes a call on id's pipe that gets no answer (the agent
+// does not answer a ping either) ask the engine why: a sandbox paused,
+// stopped or removed behind sandboxd's back ends the call at once with
+// stateErr's sentence instead of hanging until the session's keepalive
+// gives up. The engine's answer is also kept: the next Agent call reads
+// the state again rather than hand out the pipe unchecked. An engine that
+// cannot answer, or says the sandbox runs, lets the call wait on.
+func (m *Manager) stallOption(id string) agent.ClientOption {
+	return agent.WithStallCheck(0, func(ctx context.Context) error {
+		m.mu.Lock()
+		conv := ""
+		if e := m.byID[id]; e != nil {
+			conv = e.info.Conversation
+		}
+		m.mu.Unlock()
+		info, err := m.inspectOwn(ctx, id, conv)
+		switch {
+		case errors.Is(err, errdefs.ErrNotFound):
+			return err
+		case err != nil:
+			return nil
+		case info.State == StateRunning:
+			return nil
+		}
+		m.mu.Lock()
+		if e := m.byID[id]; e != nil {
+			e.checked = time.Time{}
+		}
+		m.mu.Unlock()
+		m.log.Info("a call on the agent pipe got no answer: the sandbox no longer runs", "id", id, "conversation", conv, "state", info.State)
+		return m.stateErr(info, conv)
+	})
 }
 
 // watch waits for c to end and clears it from e, so that the next Agent

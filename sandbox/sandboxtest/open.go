@@ -15,6 +15,13 @@ import (
 // to stand on a real sandbox as serve would wire one.
 func Open(t *testing.T, b sandbox.Backend, prefix, image string) (m *sandbox.Manager, tenant string, info sandbox.Info) {
 	t.Helper()
+	return OpenSpec(t, b, prefix, sandbox.Spec{Image: image})
+}
+
+// OpenSpec is Open with the sandbox made from spec (its tenant and
+// conversation are set here), e.g. one whose workspace is a host directory.
+func OpenSpec(t *testing.T, b sandbox.Backend, prefix string, spec sandbox.Spec) (m *sandbox.Manager, tenant string, info sandbox.Info) {
+	t.Helper()
 	m = sandbox.NewManager(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -22,7 +29,8 @@ func Open(t *testing.T, b sandbox.Backend, prefix, image string) (m *sandbox.Man
 		t.Fatal(err)
 	}
 	tenant = fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1e9)
-	info, err := m.Create(ctx, sandbox.Spec{Tenant: tenant, Conversation: "c1", Image: image})
+	spec.Tenant, spec.Conversation = tenant, "c1"
+	info, err := m.Create(ctx, spec)
 	if err != nil {
 		m.Close()
 		t.Fatal(err)

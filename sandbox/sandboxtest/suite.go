@@ -94,6 +94,7 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 	t.Run("RemovedBehindOurBack", s.removedBehindBack)
 	t.Run("StoppedBehindOurBack", s.stoppedBehindBack)
 	t.Run("PausedBehindOurBack", s.pausedBehindBack)
+	t.Run("PausedRightAfterACall", s.pausedRightAfterCall)
 	t.Run("DeploymentsApart", s.deploymentsApart)
 	t.Run("Delete", s.delete)
 }

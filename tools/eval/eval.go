@@ -301,16 +301,28 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 		}
 		return note(true, fmt.Sprintf("The cell ran past its budget of %s and did not stop within %s of its interrupt, so the kernel was restarted: its state is lost; a new kernel is ready.", budget, t.cfg.grace))
 	default: // endGone
-		return note(true, t.afterGone(ctx, p, a.Language, k, run.started))
+		return note(true, t.afterGone(ctx, env, p, a.Language, k, run.started))
 	}
 }
 
-// afterGone tells a dead kernel from a dropped pipe.
-func (t *Tool) afterGone(ctx context.Context, p *place, lang string, k *kernel, sent time.Time) string {
+// afterGone tells a dead kernel from a dropped pipe, and a dropped pipe
+// from a sandbox deleted under the cell (the kernel went with it).
+func (t *Tool) afterGone(ctx context.Context, env *tools.Env, p *place, lang string, k *kernel, sent time.Time) string {
 	t.pool.forget(p, lang, k)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.startTO)
 	defer cancel()
 	info, err := k.agent.Wait(wctx, &proto.WaitRequest{ID: k.proc.ID, Timeout: 2 * time.Second})
+	if err != nil && !p.host {
+		// The pipe is gone: ask whether the sandbox still exists before
+		// advising to reconnect to it.
+		if _, res, _ := tools.Open(wctx, env); res != nil {
+			if tools.Gone(res.Cause()) {
+				t.places.clear(p.owner)
+				return deletedUnder(sandboxOf(p.key), t.cfg.host != nil)
+			}
+			return "The connection to the kernel dropped while the cell ran; its output is lost (the cell was not re-run), and the sandbox cannot be used now: " + res.Text()
+		}
+	}
 	if err != nil || info.Running {
 		return "The connection to the kernel dropped while the cell ran; its output is lost. The kernel may still be running: call eval again to reconnect (the cell was not re-run)."
 	}

@@ -131,3 +131,14 @@ func goneBehind(prev string, cause error, host bool) string {
 	}
 	return fmt.Sprintf("The sandbox %s that this conversation's kernels ran in is gone (%v), and the kernels' state (variables, imports, loaded data) went with it. This cell was not run. %s", sandboxOf(prev), cause, next)
 }
+
+// deletedUnder is what a cell reports whose sandbox was deleted while it
+// ran: the kernel went with the sandbox, so there is nothing to reconnect
+// to.
+func deletedUnder(id string, host bool) string {
+	next := "Calling eval again starts a new kernel on the host, which has none of the sandbox's files; to run in a sandbox instead, create one for this conversation first."
+	if !host {
+		next = "To run code again, create a sandbox for this conversation, then call eval to start a new kernel there."
+	}
+	return fmt.Sprintf("The sandbox %s was deleted while this cell ran, and its kernel with it: the cell's output and the kernel's state (variables, imports, loaded data) are lost. %s", id, next)
+}

@@ -29,6 +29,10 @@ const fakeServerEnv = "SANDBOXD_LSP_FAKE_SERVER"
 //	        first use, then only when told by didChangeWatchedFiles (as
 //	        gopls caches files it has not open); it republishes only on
 //	        a document's own change
+//	loaddeps: deps, that reads every .dep file of its root as it starts
+//	        (a workspace load, reported as work in progress) and ends
+//	        that load only once the file .go appears in its root (10 s
+//	        at most), so a test can change a dep while it starts
 func runFakeServer(mode string) {
 	f := &fakeServer{mode: mode, last: map[string]string{}, deps: map[string]string{}}
 	f.conn = jsonrpc.New(stdio{}, f)
@@ -91,7 +95,10 @@ func (f *fakeServer) Notify(method string, params json.RawMessage) {
 	case "exit":
 		os.Exit(0)
 	case "initialized":
-		if f.mode == "deps" {
+		if f.mode == "loaddeps" {
+			go f.load()
+		}
+		if f.usesDeps() {
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
@@ -134,7 +141,7 @@ func (f *fakeServer) Notify(method string, params json.RawMessage) {
 			if withWarnings && strings.Contains(line, "WARN") {
 				out = append(out, map[string]any{"range": r, "severity": 2, "code": "vet", "message": "analysis finding"})
 			}
-			if f.mode == "deps" && strings.HasPrefix(line, "use ") {
+			if f.usesDeps() && strings.HasPrefix(line, "use ") {
 				dep := filepath.Join(filepath.Dir(strings.TrimPrefix(uri, "file://")), strings.TrimPrefix(line, "use ")+".dep")
 				if strings.Contains(f.depText(dep), "BROKEN") {
 					out = append(out, map[string]any{"range": r, "severity": 1, "code": "dep", "message": "dependency broken"})
@@ -144,7 +151,7 @@ func (f *fakeServer) Notify(method string, params json.RawMessage) {
 		return out
 	}
 	switch f.mode {
-	case "twice", "deps":
+	case "twice", "deps", "loaddeps":
 		_ = f.conn.Notify("textDocument/publishDiagnostics", map[string]any{"uri": uri, "version": version, "diagnostics": diags(false)})
 		go func() {
 			time.Sleep(150 * time.Millisecond)
@@ -161,4 +168,25 @@ func (f *fakeServer) Notify(method string, params json.RawMessage) {
 			_ = f.conn.Notify("textDocument/publishDiagnostics", map[string]any{"uri": uri, "diagnostics": d})
 		}
 	}
+}
+
+func (f *fakeServer) usesDeps() bool { return f.mode == "deps" || f.mode == "loaddeps" }
+
+// load is mode loaddeps' workspace load: every .dep file in the root (its
+// working directory) is read, the file .loaded says so, and the load ends
+// once .go appears.
+func (f *fakeServer) load() {
+	_ = f.conn.Notify("$/progress", map[string]any{"token": "load", "value": map[string]any{"kind": "begin", "title": "loading"}})
+	dir, _ := os.Getwd()
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.dep"))
+	for _, m := range matches {
+		f.depText(m)
+	}
+	_ = os.WriteFile(filepath.Join(dir, ".loaded"), nil, 0o644)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, ".go")); err == nil {
+			break
+		}
+	}
+	_ = f.conn.Notify("$/progress", map[string]any{"token": "load", "value": map[string]any{"kind": "end"}})
 }

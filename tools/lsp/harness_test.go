@@ -51,6 +51,15 @@ type box struct {
 
 func newBox(t *testing.T, fixtures []string, opts ...lsp.Option) *box {
 	t.Helper()
+	return newBoxOn(t, fixtures, "", opts...)
+}
+
+// newBoxOn is newBox with the sandbox's workspace bound to hostWS, a
+// directory of this machine, when that is not empty: the fixture is
+// written there through the agent, and the host can change it behind the
+// tools' back.
+func newBoxOn(t *testing.T, fixtures []string, hostWS string, opts ...lsp.Option) *box {
+	t.Helper()
 	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
 		t.Skip("set SANDBOXD_TEST_DOCKER=1 to run the language servers in the sandbox image on Docker")
 	}
@@ -59,7 +68,7 @@ func newBox(t *testing.T, fixtures []string, opts ...lsp.Option) *box {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	mgr, tenant, info := sandboxtest.Open(t, b, "lsp", testImage)
+	mgr, tenant, info := sandboxtest.OpenSpec(t, b, "lsp", sandbox.Spec{Image: testImage, HostWorkspace: hostWS})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	client, info, err := mgr.Agent(ctx, tenant, "c1")
@@ -72,8 +81,10 @@ func newBox(t *testing.T, fixtures []string, opts ...lsp.Option) *box {
 	for name, data := range bx.fx {
 		writes = append(writes, proto.WriteFile{Path: path.Join(info.Workspace, name), Data: []byte(data), MkdirAll: true})
 	}
-	if err := client.WriteFiles(ctx, &proto.WriteFilesRequest{Root: info.Workspace, Files: writes}); err != nil {
-		t.Fatal(err)
+	if len(writes) > 0 {
+		if err := client.WriteFiles(ctx, &proto.WriteFilesRequest{Root: info.Workspace, Files: writes}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The -race detector on shared cores slows the servers' first reports
 	// well past the production wait; the tests judge what is reported,

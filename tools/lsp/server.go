@@ -39,7 +39,7 @@ type server struct {
 	regMu    sync.Mutex               // guards watchers
 	watchers map[string][]fileWatcher // didChangeWatchedFiles registrations by id (watched.go)
 
-	mu        sync.Mutex // guards diags, pubSeq, versioned, progress, sawEnd, began, lastEvent, changed, readyAt, applied
+	mu        sync.Mutex // guards diags, pubSeq, versioned, progress, sawEnd, began, lastEvent, changed, readyAt, applied, unwatched
 	diags     map[string]*published
 	versioned bool // the server has sent a versioned publish
 	pubSeq    uint64
@@ -50,6 +50,9 @@ type server struct {
 	changed   chan struct{} // closed and replaced on every publish or progress event
 	readyAt   time.Time
 	applied   time.Time // when the last batch of outside changes was applied
+	// unwatched: the server started before the workspace watch was
+	// established, so changes made meanwhile are unknown to it.
+	unwatched bool
 }
 
 type openDoc struct {

@@ -61,7 +61,15 @@ type startOp struct {
 	done chan struct{}
 	srv  *server
 	err  error
+	// missed holds the outside changes delivered while the server
+	// started (guarded by supervisor.mu): it may have read those files
+	// before they changed, and is told of them once it runs.
+	missed []proto.WatchEvent
 }
+
+// maxMissed caps the batches kept for a starting server; past it they
+// collapse into one overflow (a full resync).
+const maxMissed = 64
 
 func newSupervisor(m *Manager, conn *tools.SandboxConn) *supervisor {
 	s := &supervisor{
@@ -162,10 +170,21 @@ func (s *supervisor) server(ctx context.Context, lang *Language, root string) (*
 	cancel()
 	s.mu.Lock()
 	delete(s.starting, k)
+	missed := op.missed
+	op.missed = nil
 	if op.err == nil {
 		s.servers[k] = op.srv
 	}
 	s.mu.Unlock()
+	if op.err == nil && len(missed) > 0 {
+		// Registered first, so later batches reach it directly; the
+		// missed ones may interleave with those, which is harmless.
+		actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), watchApplyTimeout)
+		for _, ev := range missed {
+			s.apply(actx, op.srv, ev)
+		}
+		acancel()
+	}
 	close(op.done)
 	return op.srv, op.err
 }
@@ -264,6 +283,9 @@ func (s *supervisor) start(ctx context.Context, lang *Language, root string) (*s
 	}
 	srv := newServer(lang, root)
 	srv.procID, srv.pid, srv.argv, srv.started = info.ID, info.PID, argv, time.Now()
+	// Changes made before the watch is established are never reported:
+	// such a server is resynced once it is (syncWatch).
+	srv.unwatched = s.watch != nil && !s.watch.Status().Active
 	fail := func(err error) (*server, error) {
 		s.kill(context.WithoutCancel(ctx), info.ID)
 		if srv.conn != nil {

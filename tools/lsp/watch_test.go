@@ -204,3 +204,41 @@ func TestGoOverflowWithDeletion(t *testing.T) {
 	}
 	bx.ok("lsp", map[string]any{"action": "status"}, "1 full resyncs")
 }
+
+// A dependency changed outside the tools while its server was still
+// starting, after the server had read it (its workspace load): once the
+// server runs it is told of the change, so the consumer's diagnostics
+// are the new error, never the report from the file as it was read.
+func TestFakeChangeDuringStartReachesTheServer(t *testing.T) {
+	bx := newLocalBox(t, "loaddeps")
+	write(t, bx.ws+"/proj/lib.dep", "fine\n")
+	write(t, bx.ws+"/proj/a.fk", "use lib\n")
+	// status makes the supervisor (and its subscription) without starting
+	// a server; the watch is then up before the server starts.
+	bx.ok("lsp", map[string]any{"action": "status"}, "file watching")
+	waitWatch(t, bx)
+	diag := map[string]any{"action": "diagnostics", "file": "proj/a.fk"}
+	first := make(chan string, 1)
+	go func() { first <- bx.ok("lsp", diag) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(bx.ws + "/proj/.loaded"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not load its workspace within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	write(t, bx.ws+"/proj/lib.dep", "BROKEN\n")
+	// The change's batch (a 75 ms window) reaches sandboxd while the
+	// server still loads; then the load ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = bx.conn.Agent.Subscribe(bx.conn.Workspace, "lsp", nil).Sync(ctx)
+	write(t, bx.ws+"/proj/.go", "")
+	if out := <-first; strings.Contains(out, "no problems") {
+		t.Fatalf("the first diagnostics answered from the dependency as the server read it before the change:\n%s", out)
+	}
+	bx.ok("lsp", diag, "1 problem(s)", "dependency broken")
+}

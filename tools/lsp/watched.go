@@ -142,13 +142,37 @@ func (s *supervisor) subscribe() {
 // has been applied to the servers. Without a watch (an older agent, or
 // one not yet established) it returns at once: answers then rest on the
 // disk reads each call makes of the open documents.
+//
+// A server that started before the watch was established may have missed
+// changes made meanwhile: once the watch is, it is resynced as after an
+// overflow (the files changed since it started, and its open documents).
 func (s *supervisor) syncWatch(ctx context.Context) {
 	if s.watch == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, watchSyncTimeout)
 	defer cancel()
-	_ = s.watch.Sync(ctx)
+	if s.watch.Sync(ctx) != nil {
+		return
+	}
+	for _, srv := range s.running() {
+		if srv.takeUnwatched() {
+			s.apply(ctx, srv, proto.WatchEvent{Overflow: true})
+		}
+	}
+}
+
+// takeUnwatched reports whether the server still awaits its resync after
+// starting unwatched, and clears it; the resync's rescan then reaches back
+// to the server's start.
+func (s *server) takeUnwatched() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.unwatched
+	if u {
+		s.unwatched, s.applied = false, time.Time{}
+	}
+	return u
 }
 
 // watchStatus is the watch's line for lsp status.
@@ -166,10 +190,19 @@ func (s *supervisor) watchStatus() string {
 	return fmt.Sprintf("file watching: %d directories, %d change batches (%d full resyncs)", st.Dirs, st.Events, st.Resyncs)
 }
 
-// onWatch applies one batch of changes to every running server.
+// onWatch applies one batch of changes to every running server, and keeps
+// it for the servers still starting (applied once they run).
 func (s *supervisor) onWatch(ev proto.WatchEvent) {
 	ctx, cancel := context.WithTimeout(context.Background(), watchApplyTimeout)
 	defer cancel()
+	s.mu.Lock()
+	for _, op := range s.starting {
+		if len(op.missed) >= maxMissed {
+			op.missed = []proto.WatchEvent{{Overflow: true}}
+		}
+		op.missed = append(op.missed, ev)
+	}
+	s.mu.Unlock()
 	for _, srv := range s.running() {
 		s.apply(ctx, srv, ev)
 	}
