@@ -1,6 +1,6 @@
-// Package api is sandboxd's HTTP API v1 (DESIGN.md §3): handlers, the
-// in-memory run store, tenant authentication, and the JSON types shared
-// with the Go client in api/client.
+// Package api is sandboxd's HTTP API v1 (DESIGN.md §3): handlers, tenant
+// authentication, and the JSON types shared with the Go client in
+// api/client. The runs it serves are kept by package runstore.
 package api
 
 import (
@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/api/mcp"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
 )
@@ -40,6 +41,23 @@ type agentOf interface {
 }
 
 var _ agentOf = (*sandbox.Manager)(nil)
+
+// Runs keeps the live runs (runstore.Store). Each method runs on the
+// request's context, which bounds what it asks of run records kept
+// elsewhere (replicas).
+type Runs interface {
+	// Create stores run under a new id and returns it.
+	Create(ctx context.Context, run tools.Run) (tools.Run, error)
+	// Get returns the tenant's live run (NotFound for any other) and marks
+	// it used.
+	Get(ctx context.Context, tenant, id string) (tools.Run, error)
+	// List returns the tenant's live runs, sorted by id.
+	List(ctx context.Context, tenant string) []tools.Run
+	// Delete ends the tenant's run and the runs it spawned.
+	Delete(ctx context.Context, tenant, id string) error
+}
+
+var _ Runs = (*runstore.Store)(nil)
 
 // Tools is what the API needs of the tool registry.
 type Tools interface {
@@ -69,7 +87,7 @@ type Server struct {
 	sandboxes   Sandboxes
 	tools       Tools
 	auth        Authenticator
-	runs        *RunStore
+	runs        Runs
 	log         *slog.Logger
 	obs         Observer
 	pinger      Pinger
@@ -117,8 +135,8 @@ func WithHandlerHook(f func(http.Handler)) Option {
 // WithLogger sets the request and error log.
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
-// WithRuns uses runs as the run store (default: NewRunStore()).
-func WithRuns(runs *RunStore) Option { return func(s *Server) { s.runs = runs } }
+// WithRuns uses runs as the run store (default: runstore.New(), in memory).
+func WithRuns(runs Runs) Option { return func(s *Server) { s.runs = runs } }
 
 // WithObserver receives request and run events.
 func WithObserver(o Observer) Option { return func(s *Server) { s.obs = o } }
@@ -167,7 +185,7 @@ func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Ser
 		o(s)
 	}
 	if s.runs == nil {
-		s.runs = NewRunStore()
+		s.runs = runstore.New()
 	}
 	s.mcp = s.newMCP()
 	s.handler = s.middleware(s.routes())
@@ -176,9 +194,6 @@ func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Ser
 	}
 	return s
 }
-
-// Runs returns the run store (for metrics of active runs).
-func (s *Server) Runs() *RunStore { return s.runs }
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }

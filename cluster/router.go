@@ -13,9 +13,10 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 )
 
-// RunLookup finds any run by id, whoever owns it, without touching it.
+// RunLookup finds any run by id, whoever owns it, without touching it;
+// ctx is the request's, and bounds what it asks of shared run records.
 type RunLookup interface {
-	Lookup(id string) (tools.Run, bool)
+	Lookup(ctx context.Context, id string) (tools.Run, bool)
 }
 
 // Authenticator says which tenant a bearer token belongs to.
@@ -139,7 +140,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, k Key) {
 }
 
 func (rt *Router) byRun(w http.ResponseWriter, r *http.Request) {
-	run, ok := rt.runs.Lookup(r.PathValue("id"))
+	run, ok := rt.runs.Lookup(r.Context(), r.PathValue("id"))
 	if !ok {
 		rt.next.ServeHTTP(w, r) // the API answers its 404
 		return

@@ -26,7 +26,10 @@ type routerReplica struct {
 
 type fakeRuns map[string]tools.Run
 
-func (f fakeRuns) Lookup(id string) (tools.Run, bool) { r, ok := f[id]; return r, ok }
+func (f fakeRuns) Lookup(_ context.Context, id string) (tools.Run, bool) {
+	r, ok := f[id]
+	return r, ok
+}
 
 type fakeAuth struct{}
 

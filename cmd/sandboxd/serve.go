@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/metrics"
+	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
 )
@@ -115,12 +116,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// w is filled by registerTools below; the run-end hook reads it only
 	// when a run ends, which happens after wiring.
 	w := &wiring{log: log, cfg: cfg, dataDir: f.dataDir, agentBin: agentBin}
-	keep := api.WithRunFile(filepath.Join(f.dataDir, "runs.json"), func(err error) { log.Warn("runs are not saved", "err", err) })
+	keep := runstore.WithFile(filepath.Join(f.dataDir, "runs.json"), func(err error) { log.Warn("runs are not saved", "err", err) })
 	if rep != nil {
-		keep = api.WithRunRecords(rep.records, func(err error) { log.Warn("a run record was not written", "err", err) })
+		keep = runstore.WithRecords(rep.records, func(err error) { log.Warn("a run record was not written", "err", err) })
 	}
-	runs := api.NewRunStore(api.WithRunTTL(cfg.RunTTL.D()), api.WithMaxRunsPerTenant(cfg.MaxRunsPerTenant), keep,
-		api.WithRunEndHook(func(r tools.Run, reason string) {
+	runs := runstore.New(runstore.WithTTL(cfg.RunTTL.D()), runstore.WithMaxPerTenant(cfg.MaxRunsPerTenant), keep,
+		runstore.WithEndHook(func(r tools.Run, reason string) {
 			log.Info("run ended", "run", r.ID, "tenant", r.Tenant, "conversation", r.Conversation, "reason", reason)
 			for _, h := range w.runEnd {
 				h(r)

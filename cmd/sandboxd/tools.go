@@ -5,6 +5,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/files"
@@ -20,7 +21,7 @@ type wiring struct {
 	agentBin  string
 	registry  *tools.Registry
 	sandboxes *sandbox.Manager
-	runs      *api.RunStore
+	runs      *runstore.Store
 
 	// Filled by wire functions and consumed by serve.
 	envHooks []api.EnvHook       // complete every tools.Env the API builds

@@ -50,13 +50,13 @@ func wireEval(w *wiring) error {
 		opts = append(opts, eval.WithHost(la))
 		// A host kernel lives as long as its conversation has a run.
 		w.runEnd = append(w.runEnd, func(r tools.Run) {
-			for _, o := range w.runs.List(r.Tenant) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			for _, o := range w.runs.List(ctx, r.Tenant) {
 				if o.ID != r.ID && (o.Conversation == r.Conversation && r.Conversation != "") {
 					return
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
 			if err := t.EndRun(ctx, r); err != nil {
 				w.log.Warn("host kernels of an ended run were not stopped", "run", r.ID, "err", err)
 			}
