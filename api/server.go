@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/api/mcp"
@@ -104,6 +103,7 @@ type Server struct {
 	runTokens   *RunTokens
 	onBuilt     []func(http.Handler)
 	mcp         *mcp.Handler // /v1/runs/{id}/mcp
+	openAPI     http.Handler // /v1/openapi.json, built once the mux is complete
 
 	streamHeartbeat time.Duration // comment interval of a silent streamed call
 	streamMax       int64         // live text one streamed call shows at most
@@ -198,48 +198,16 @@ func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Ser
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// routes registers every endpoint. Patterns double as the closed set of
-// values of the route label in metrics.
+// routes registers every endpoint of the route table (routes.go) this
+// server serves.
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-
-	mux.Handle("POST /v1/sandboxes", s.authed(s.createSandbox))
-	mux.Handle("GET /v1/sandboxes", s.authed(s.listSandboxes))
-	mux.Handle("GET /v1/sandboxes/{id}", s.authed(s.getSandbox))
-	mux.Handle("DELETE /v1/sandboxes/{id}", s.authed(s.deleteSandbox))
-	mux.Handle("GET /v1/sandboxes/{id}/stats", s.authed(s.sandboxStats))
-
-	mux.Handle("POST /v1/runs", s.authed(s.createRun))
-	mux.Handle("GET /v1/runs", s.authed(s.listRuns))
-	mux.Handle("GET /v1/runs/{id}", s.runAuthed(s.getRun))
-	mux.Handle("GET /v1/runs/{id}/tools", s.runAuthed(s.listTools))
-	mux.Handle("POST /v1/runs/{id}/tools/{name}", s.runAuthed(s.callTool))
-	// GET is routed so the handler answers it as the transport says (405:
-	// no server-initiated stream), not as an unknown route.
-	mux.Handle("POST /v1/runs/{id}/mcp", s.runAuthed(s.serveMCP))
-	mux.Handle("GET /v1/runs/{id}/mcp", s.runAuthed(s.serveMCP))
-	mux.Handle("DELETE /v1/runs/{id}/mcp", s.runAuthed(s.serveMCP))
-	mux.Handle("GET /v1/runs/{id}/calls", s.runAuthed(s.listCalls))
-	mux.Handle("DELETE /v1/runs/{id}", s.authed(s.deleteRun))
-
-	mux.Handle("GET /v1/spaces/{space}/questions", s.authed(s.listQuestions))
-	mux.Handle("POST /v1/questions/{id}/answer", s.authed(s.answerQuestion))
-	mux.Handle("GET /v1/whoami", s.authed(s.whoami))
-
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /readyz", s.readyz)
-	if s.gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	for _, rt := range routeTable() {
+		if h := rt.serve(s); h != nil {
+			mux.Handle(rt.public().Pattern(), h)
+		}
 	}
-	mux.Handle("GET /ui/", uiHandler())
-	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
-	mux.Handle("GET /favicon.ico", http.RedirectHandler("/ui/favicon.svg", http.StatusMovedPermanently))
-	// A person who opens the daemon's address in a browser gets the console;
-	// only exactly "/" redirects (302, so the root stays free for later use),
-	// every other unknown path keeps the JSON 404.
-	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
-	mux.HandleFunc("/", s.notFound)
-	mux.Handle("GET /v1/openapi.json", openAPIHandler(mux))
+	s.openAPI = openAPIHandler(mux)
 	return mux
 }
 
