@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -75,8 +76,29 @@ func (a *TokenAuth) Authenticate(token string) (string, bool) {
 const TokenFileName = "token"
 
 // LoadOrCreateAdminToken returns the admin token stored in dataDir, making
-// one (mode 0600) on the first start. created says whether it is new.
+// one (mode 0600) on the first start. created says whether it is new. A
+// token that cannot be written whole (a full or read-only disk) is an
+// error, and nothing is left at the token's path.
 func LoadOrCreateAdminToken(dataDir string) (token, path string, created bool, err error) {
+	return loadOrCreateAdminToken(dataDir, newTokenTemp)
+}
+
+// tokenTemp is the temporary file a new token is written to before it is
+// linked into place.
+type tokenTemp interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Name() string
+}
+
+// newTokenTemp creates the temporary file in dir; os.CreateTemp makes it
+// mode 0600, readable by this user only.
+func newTokenTemp(dir string) (tokenTemp, error) {
+	return os.CreateTemp(dir, ".token-*")
+}
+
+func loadOrCreateAdminToken(dataDir string, newTemp func(dir string) (tokenTemp, error)) (token, path string, created bool, err error) {
 	path = filepath.Join(dataDir, TokenFileName)
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", path, false, fmt.Errorf("data dir %s cannot be created: %w", dataDir, err)
@@ -90,32 +112,48 @@ func LoadOrCreateAdminToken(dataDir string) (token, path string, created bool, e
 	}
 	tok := "sbx_" + base64.RawURLEncoding.EncodeToString(b[:])
 	// Write a temporary file and link it into place: a reader never sees a
-	// half-written token, and of two starts racing, one token wins.
-	tmp, err := os.CreateTemp(dataDir, ".token-*")
+	// half-written token, and of two starts racing, one token wins (a
+	// rename would replace the token the other start already handed out).
+	tmp, err := newTemp(dataDir)
 	if err != nil {
-		return "", path, false, fmt.Errorf("admin token cannot be written in %s: %w", dataDir, err)
+		return "", path, false, fmt.Errorf("the admin token cannot be written in the data dir %s: %w; make the directory writable or choose another with --data-dir", dataDir, err)
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err == nil {
-		_, err = tmp.WriteString(tok + "\n")
-		if err == nil {
-			err = tmp.Sync()
-		}
+	defer os.Remove(tmp.Name()) // the link, if any, keeps the token
+	_, err = tmp.Write([]byte(tok + "\n"))
+	if err == nil {
+		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return "", path, false, fmt.Errorf("admin token cannot be written to %s: %w", tmp.Name(), err)
+		return "", path, false, fmt.Errorf("the admin token cannot be written to %s: %w; free space on the disk of the data dir (or make it writable) and start sandboxd again", tmp.Name(), err)
 	}
 	if err := os.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			tok, err := readTokenFile(path)
 			return tok, path, false, err
 		}
-		return "", path, false, fmt.Errorf("admin token cannot be put at %s: %w", path, err)
+		return "", path, false, fmt.Errorf("the admin token cannot be put at %s: %w", path, err)
+	}
+	// The link is an entry of the directory: sync it too, so a crash does
+	// not lose the token after it was shown.
+	if err := syncDir(dataDir); err != nil {
+		return "", path, false, fmt.Errorf("the data dir %s cannot be synced after the admin token was put there: %w; check the disk, then start sandboxd again (it reads the token from %s)", dataDir, err, path)
 	}
 	return tok, path, true, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func readTokenFile(path string) (string, error) {

@@ -33,7 +33,7 @@ func (s *Server) listCalls(w http.ResponseWriter, r *http.Request, tenant string
 	if s.calls == nil {
 		return errdefs.Unavailable("this sandboxd records no tool calls (no call recorder is wired); the call log cannot be shown")
 	}
-	run, err := s.runs.Get(tenant, r.PathValue("id"))
+	run, err := s.runs.Get(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}

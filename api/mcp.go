@@ -16,7 +16,7 @@ type mcpRuns struct{ s *Server }
 var _ mcp.Runs = mcpRuns{}
 
 func (m mcpRuns) Live(ctx context.Context, tenant, run string) error {
-	_, err := m.s.runs.Get(tenant, run)
+	_, err := m.s.runs.Get(ctx, tenant, run)
 	return err
 }
 

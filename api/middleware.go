@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/runstore"
 )
 
 type ctxKey int
@@ -167,7 +168,7 @@ func (s *Server) checkAuth(h tenantHandler, runScoped bool) http.Handler {
 					ri.tenant = tenant
 					ri.mu.Unlock()
 				}
-				writeError(w, r, s.log, errNoRun(r.PathValue("id")))
+				writeError(w, r, s.log, runstore.NoRun(r.PathValue("id")))
 				return
 			}
 		}

@@ -30,7 +30,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, tenant string
 	if err := checkWorkdir(run, sb); err != nil {
 		return err
 	}
-	run, err = s.runs.Create(run)
+	run, err = s.runs.Create(r.Context(), run)
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request, tenant string
 // runTools lists the tools the tenant's run sees now: GET
 // /v1/runs/{id}/tools and the MCP endpoint's tools/list.
 func (s *Server) runTools(ctx context.Context, tenant, id string) ([]tools.Spec, error) {
-	run, err := s.runs.Get(tenant, id)
+	run, err := s.runs.Get(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func (s *Server) runTools(ctx context.Context, tenant, id string) ([]tools.Spec,
 }
 
 func (s *Server) callTool(w http.ResponseWriter, r *http.Request, tenant string) error {
-	run, err := s.runs.Get(tenant, r.PathValue("id"))
+	run, err := s.runs.Get(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, tenant string)
 // /v1/runs/{id}/tools/{name} does without a stream: the MCP endpoint's
 // tools/call.
 func (s *Server) runCall(ctx context.Context, tenant, id, name string, body json.RawMessage) (tools.Result, error) {
-	run, err := s.runs.Get(tenant, id)
+	run, err := s.runs.Get(ctx, tenant, id)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -245,7 +245,7 @@ func (s *Server) prepareCall(ctx context.Context, run tools.Run, body []byte) (*
 // would need every conversation's sandbox looked up).
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, tenant string) error {
 	out := []RunSummary{}
-	for _, run := range s.runs.List(tenant) {
+	for _, run := range s.runs.List(r.Context(), tenant) {
 		out = append(out, RunSummary{
 			ID: run.ID, Conversation: run.Conversation, Surface: run.Surface, Workdir: run.Workdir,
 			Space: run.Space, Approval: run.Approval, Vibe: run.Vibe, Parent: run.Parent,
@@ -256,7 +256,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, tenant string)
 }
 
 func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request, tenant string) error {
-	if err := s.runs.Delete(tenant, r.PathValue("id")); err != nil {
+	if err := s.runs.Delete(r.Context(), tenant, r.PathValue("id")); err != nil {
 		return err
 	}
 	s.mcp.DropRun(r.PathValue("id"))
@@ -267,7 +267,7 @@ func (s *Server) deleteRun(w http.ResponseWriter, r *http.Request, tenant string
 // pathRunEnv finds the tenant's run named by the path and the environment
 // its tools see now.
 func (s *Server) pathRunEnv(r *http.Request, tenant string) (tools.Run, *tools.Env, error) {
-	run, err := s.runs.Get(tenant, r.PathValue("id"))
+	run, err := s.runs.Get(r.Context(), tenant, r.PathValue("id"))
 	if err != nil {
 		return tools.Run{}, nil, err
 	}

@@ -1,6 +1,6 @@
-// Package api is sandboxd's HTTP API v1 (DESIGN.md §3): handlers, the
-// in-memory run store, tenant authentication, and the JSON types shared
-// with the Go client in api/client.
+// Package api is sandboxd's HTTP API v1 (DESIGN.md §3): handlers, tenant
+// authentication, and the JSON types shared with the Go client in
+// api/client. The runs it serves are kept by package runstore.
 package api
 
 import (
@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/api/mcp"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
 )
@@ -40,6 +40,23 @@ type agentOf interface {
 }
 
 var _ agentOf = (*sandbox.Manager)(nil)
+
+// Runs keeps the live runs (runstore.Store). Each method runs on the
+// request's context, which bounds what it asks of run records kept
+// elsewhere (replicas).
+type Runs interface {
+	// Create stores run under a new id and returns it.
+	Create(ctx context.Context, run tools.Run) (tools.Run, error)
+	// Get returns the tenant's live run (NotFound for any other) and marks
+	// it used.
+	Get(ctx context.Context, tenant, id string) (tools.Run, error)
+	// List returns the tenant's live runs, sorted by id.
+	List(ctx context.Context, tenant string) []tools.Run
+	// Delete ends the tenant's run and the runs it spawned.
+	Delete(ctx context.Context, tenant, id string) error
+}
+
+var _ Runs = (*runstore.Store)(nil)
 
 // Tools is what the API needs of the tool registry.
 type Tools interface {
@@ -69,7 +86,7 @@ type Server struct {
 	sandboxes   Sandboxes
 	tools       Tools
 	auth        Authenticator
-	runs        *RunStore
+	runs        Runs
 	log         *slog.Logger
 	obs         Observer
 	pinger      Pinger
@@ -86,6 +103,7 @@ type Server struct {
 	runTokens   *RunTokens
 	onBuilt     []func(http.Handler)
 	mcp         *mcp.Handler // /v1/runs/{id}/mcp
+	openAPI     http.Handler // /v1/openapi.json, built once the mux is complete
 
 	streamHeartbeat time.Duration // comment interval of a silent streamed call
 	streamMax       int64         // live text one streamed call shows at most
@@ -117,8 +135,8 @@ func WithHandlerHook(f func(http.Handler)) Option {
 // WithLogger sets the request and error log.
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
-// WithRuns uses runs as the run store (default: NewRunStore()).
-func WithRuns(runs *RunStore) Option { return func(s *Server) { s.runs = runs } }
+// WithRuns uses runs as the run store (default: runstore.New(), in memory).
+func WithRuns(runs Runs) Option { return func(s *Server) { s.runs = runs } }
 
 // WithObserver receives request and run events.
 func WithObserver(o Observer) Option { return func(s *Server) { s.obs = o } }
@@ -167,7 +185,7 @@ func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Ser
 		o(s)
 	}
 	if s.runs == nil {
-		s.runs = NewRunStore()
+		s.runs = runstore.New()
 	}
 	s.mcp = s.newMCP()
 	s.handler = s.middleware(s.routes())
@@ -177,54 +195,19 @@ func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Ser
 	return s
 }
 
-// Runs returns the run store (for metrics of active runs).
-func (s *Server) Runs() *RunStore { return s.runs }
-
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
-// routes registers every endpoint. Patterns double as the closed set of
-// values of the route label in metrics.
+// routes registers every endpoint of the route table (routes.go) this
+// server serves.
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-
-	mux.Handle("POST /v1/sandboxes", s.authed(s.createSandbox))
-	mux.Handle("GET /v1/sandboxes", s.authed(s.listSandboxes))
-	mux.Handle("GET /v1/sandboxes/{id}", s.authed(s.getSandbox))
-	mux.Handle("DELETE /v1/sandboxes/{id}", s.authed(s.deleteSandbox))
-	mux.Handle("GET /v1/sandboxes/{id}/stats", s.authed(s.sandboxStats))
-
-	mux.Handle("POST /v1/runs", s.authed(s.createRun))
-	mux.Handle("GET /v1/runs", s.authed(s.listRuns))
-	mux.Handle("GET /v1/runs/{id}", s.runAuthed(s.getRun))
-	mux.Handle("GET /v1/runs/{id}/tools", s.runAuthed(s.listTools))
-	mux.Handle("POST /v1/runs/{id}/tools/{name}", s.runAuthed(s.callTool))
-	// GET is routed so the handler answers it as the transport says (405:
-	// no server-initiated stream), not as an unknown route.
-	mux.Handle("POST /v1/runs/{id}/mcp", s.runAuthed(s.serveMCP))
-	mux.Handle("GET /v1/runs/{id}/mcp", s.runAuthed(s.serveMCP))
-	mux.Handle("DELETE /v1/runs/{id}/mcp", s.runAuthed(s.serveMCP))
-	mux.Handle("GET /v1/runs/{id}/calls", s.runAuthed(s.listCalls))
-	mux.Handle("DELETE /v1/runs/{id}", s.authed(s.deleteRun))
-
-	mux.Handle("GET /v1/spaces/{space}/questions", s.authed(s.listQuestions))
-	mux.Handle("POST /v1/questions/{id}/answer", s.authed(s.answerQuestion))
-	mux.Handle("GET /v1/whoami", s.authed(s.whoami))
-
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /readyz", s.readyz)
-	if s.gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	for _, rt := range routeTable() {
+		if h := rt.serve(s); h != nil {
+			mux.Handle(rt.public().Pattern(), h)
+		}
 	}
-	mux.Handle("GET /ui/", uiHandler())
-	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
-	mux.Handle("GET /favicon.ico", http.RedirectHandler("/ui/favicon.svg", http.StatusMovedPermanently))
-	// A person who opens the daemon's address in a browser gets the console;
-	// only exactly "/" redirects (302, so the root stays free for later use),
-	// every other unknown path keeps the JSON 404.
-	mux.Handle("GET /{$}", http.RedirectHandler("/ui/", http.StatusFound))
-	mux.HandleFunc("/", s.notFound)
-	mux.Handle("GET /v1/openapi.json", openAPIHandler(mux))
+	s.openAPI = openAPIHandler(mux)
 	return mux
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -392,7 +393,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestRunValidation(t *testing.T) {
-	h := newHarness(t, WithRuns(NewRunStore(WithMaxRunsPerTenant(2))))
+	h := newHarness(t, WithRuns(runstore.New(runstore.WithMaxPerTenant(2))))
 	var parent, child Run
 	h.must("POST", "/v1/runs", tokenA, `{"conversation":"c1","vibe":true,"space":"s1","approval":"ask"}`, 201, &parent)
 	if !parent.Vibe || parent.Space != "s1" || parent.Approval != "ask" {
@@ -422,7 +423,8 @@ func TestRunValidation(t *testing.T) {
 }
 
 func TestBackendErrors(t *testing.T) {
-	h := newHarness(t)
+	runs := runstore.New()
+	h := newHarness(t, WithRuns(runs))
 	var run Run
 	h.must("POST", "/v1/runs", tokenA, `{"conversation":"c1"}`, 201, &run)
 	h.sb.mu.Lock()
@@ -439,7 +441,7 @@ func TestBackendErrors(t *testing.T) {
 	h.sb.lookupErr = nil
 	h.sb.mu.Unlock()
 	// The failed create left no run behind: only the first one counts.
-	if n := h.srv.Runs().Active(); n != 1 {
+	if n := runs.Active(); n != 1 {
 		t.Errorf("active runs = %d, want 1", n)
 	}
 	h.must("POST", "/v1/runs/"+run.ID+"/tools/peek", tokenA, `{}`, 200, nil)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,9 +14,10 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 )
 
-// RunLookup finds any run by id, whoever owns it, without touching it.
+// RunLookup finds any run by id, whoever owns it, without touching it;
+// ctx is the request's, and bounds what it asks of shared run records.
 type RunLookup interface {
-	Lookup(id string) (tools.Run, bool)
+	Lookup(ctx context.Context, id string) (tools.Run, bool)
 }
 
 // Authenticator says which tenant a bearer token belongs to.
@@ -33,7 +35,8 @@ type SandboxLookup func(ctx context.Context, id string) (Key, bool)
 // Retry-After while it changes hands. A space's questions are gathered
 // from every replica and an answer is tried at the peers when the question
 // is not here (questions.go). Requests that belong to no conversation
-// (listings, health, metrics, the console) are served here. A request
+// (listings, health, metrics, the console) are served here. Which is which
+// is each route's scope in the API's route table (api.Routes). A request
 // forwarded by a peer is checked and never forwarded again.
 type Router struct {
 	owners    *Owners
@@ -70,26 +73,49 @@ func NewRouter(next http.Handler, o RouterOptions) *Router {
 	}
 	rt := &Router{owners: o.Owners, fwd: o.Forwarder, signer: o.Signer, runs: o.Runs, sandboxes: o.Sandboxes,
 		auth: o.Auth, next: next, maxBody: o.MaxBody, metrics: o.Metrics, log: o.Log}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/sandboxes", rt.byBody)
-	mux.HandleFunc("DELETE /v1/sandboxes/{id}", rt.bySandbox)
-	mux.HandleFunc("POST /v1/runs", rt.byBody)
-	mux.HandleFunc("GET /v1/runs/{id}", rt.byRun)
-	mux.HandleFunc("GET /v1/runs/{id}/tools", rt.byRun)
-	mux.HandleFunc("POST /v1/runs/{id}/tools/{name}", rt.byRun)
-	mux.HandleFunc("DELETE /v1/runs/{id}", rt.byRun)
-	// A run's MCP sessions and its call log live on the replica that owns
-	// its conversation, as its calls do.
-	mux.HandleFunc("POST /v1/runs/{id}/mcp", rt.byRun)
-	mux.HandleFunc("GET /v1/runs/{id}/mcp", rt.byRun)
-	mux.HandleFunc("DELETE /v1/runs/{id}/mcp", rt.byRun)
-	mux.HandleFunc("GET /v1/runs/{id}/calls", rt.byRun)
-	mux.HandleFunc("GET /v1/sandboxes/{id}/stats", rt.bySandbox)
-	mux.HandleFunc("GET /v1/spaces/{space}/questions", rt.listQuestions)
-	mux.HandleFunc("POST /v1/questions/{id}/answer", rt.answerQuestion)
-	mux.Handle("/", next)
+	mux, err := rt.routeMux(api.Routes())
+	if err != nil {
+		// Only a bug in the route table gets here, and its test fails
+		// first; like a mux given a bad pattern, the router refuses to be.
+		panic(err)
+	}
 	rt.mux = mux
 	return rt
+}
+
+// routeMux routes each of routes as its scope says. A route whose scope
+// the router does not know, or whose path lacks what its scope finds the
+// conversation by, is an error: the router would serve it on the wrong
+// replica.
+func (rt *Router) routeMux(routes []api.Route) (*http.ServeMux, error) {
+	byScope := map[api.Scope]struct {
+		serve http.HandlerFunc
+		param string // the path wildcard the scope reads
+	}{
+		api.ScopeNone:     {rt.next.ServeHTTP, ""},
+		api.ScopeRun:      {rt.byRun, "id"},
+		api.ScopeSandbox:  {rt.bySandbox, "id"},
+		api.ScopeBody:     {rt.byBody, ""},
+		api.ScopeSpace:    {rt.listQuestions, "space"},
+		api.ScopeQuestion: {rt.answerQuestion, "id"},
+	}
+	mux := http.NewServeMux()
+	catchAll := false
+	for _, r := range routes {
+		s, ok := byScope[r.Scope]
+		if !ok {
+			return nil, fmt.Errorf("route %q (%s) has %s, which the router cannot route: give it a scope in the route table (api/routes.go) and, for a new scope, a handler here", r.Pattern(), r.ID, r.Scope)
+		}
+		if s.param != "" && !strings.Contains(r.Path, "{"+s.param+"}") {
+			return nil, fmt.Errorf("route %q (%s) is routed %s but its path has no {%s}", r.Pattern(), r.ID, r.Scope, s.param)
+		}
+		mux.HandleFunc(r.Pattern(), s.serve)
+		catchAll = catchAll || r.Pattern() == "/"
+	}
+	if !catchAll {
+		mux.Handle("/", rt.next) // the API answers its own 404
+	}
+	return mux, nil
 }
 
 type forwardedKey struct{}
@@ -139,7 +165,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, k Key) {
 }
 
 func (rt *Router) byRun(w http.ResponseWriter, r *http.Request) {
-	run, ok := rt.runs.Lookup(r.PathValue("id"))
+	run, ok := rt.runs.Lookup(r.Context(), r.PathValue("id"))
 	if !ok {
 		rt.next.ServeHTTP(w, r) // the API answers its 404
 		return

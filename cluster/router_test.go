@@ -26,13 +26,23 @@ type routerReplica struct {
 
 type fakeRuns map[string]tools.Run
 
-func (f fakeRuns) Lookup(id string) (tools.Run, bool) { r, ok := f[id]; return r, ok }
+func (f fakeRuns) Lookup(_ context.Context, id string) (tools.Run, bool) {
+	r, ok := f[id]
+	return r, ok
+}
 
 type fakeAuth struct{}
 
 func (fakeAuth) Authenticate(tok string) (string, bool) { return "a", tok == humanToken }
 
 func newRouterReplica(t *testing.T, ctx context.Context, cs *fake.Clientset, id string, runs fakeRuns) *routerReplica {
+	t.Helper()
+	return newRouterReplicaWith(t, ctx, cs, id, runs, func(context.Context, string) (Key, bool) { return Key{}, false })
+}
+
+// newRouterReplicaWith is newRouterReplica whose sandboxes are found by
+// sandboxes.
+func newRouterReplicaWith(t *testing.T, ctx context.Context, cs *fake.Clientset, id string, runs fakeRuns, sandboxes SandboxLookup) *routerReplica {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	t.Cleanup(srv.Close)
@@ -55,8 +65,7 @@ func newRouterReplica(t *testing.T, ctx context.Context, cs *fake.Clientset, id 
 		fmt.Fprintf(w, "served by %s forwarded=%v body=%s", id, IsForwarded(r), body)
 	})
 	srv.Config.Handler = NewRouter(next, RouterOptions{Owners: rp.owners, Forwarder: NewForwarder(signer, nil, nil), Signer: signer,
-		Runs: runs, Auth: fakeAuth{}, MaxBody: 1 << 20,
-		Sandboxes: func(context.Context, string) (Key, bool) { return Key{}, false }})
+		Runs: runs, Auth: fakeAuth{}, MaxBody: 1 << 20, Sandboxes: sandboxes})
 	srv.Start()
 	if err := rp.owners.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 // Package runrecords keeps sandboxd's top-level runs in Kubernetes, so that
 // every replica of a deployment serves a run any replica created and runs
-// outlive the pod that created them. Store implements api.RunRecords.
+// outlive the pod that created them. Store implements runstore.Records.
 //
 // Each run is one ConfigMap in sandboxd's namespace, named
 // sandboxd-<deployment>-run-<run id without "run_">, labelled

@@ -24,12 +24,12 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
-var _ api.RunRecords = (*Store)(nil)
+var _ runstore.Records = (*Store)(nil)
 
 const testNS = "sandboxd"
 
@@ -319,26 +319,26 @@ func TestStart(t *testing.T) {
 	}
 }
 
-// Two RunStores, one per replica, each on its own Store over one cluster.
+// Two run stores, one per replica, each on its own Store over one cluster.
 func TestRunStoresOverRecords(t *testing.T) {
 	cs := fake.NewClientset()
-	a := api.NewRunStore(api.WithRunRecords(started(t, cs), nil))
-	b := api.NewRunStore(api.WithRunRecords(started(t, cs), nil))
-	run, err := a.Create(tools.Run{Tenant: "t", Conversation: "c"})
+	a := runstore.New(runstore.WithRecords(started(t, cs), nil))
+	b := runstore.New(runstore.WithRecords(started(t, cs), nil))
+	run, err := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// b has not seen it in its cache yet, or has: either way it is served.
-	if got, err := b.Get("t", run.ID); err != nil || got != run {
+	if got, err := b.Get(t.Context(), "t", run.ID); err != nil || got != run {
 		t.Fatalf("b.Get = %+v, %v", got, err)
 	}
-	if err := b.Delete("t", run.ID); err != nil {
+	if err := b.Delete(t.Context(), "t", run.ID); err != nil {
 		t.Fatal(err)
 	}
 	// a learns of the delete through its informer: it stops serving the
 	// run once its cache has dropped the record.
 	eventually(t, "a stops serving the run b deleted", func() bool {
-		_, err := a.Get("t", run.ID)
+		_, err := a.Get(t.Context(), "t", run.ID)
 		return errors.Is(err, errdefs.ErrNotFound)
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxd/sandboxd/cluster"
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/metrics"
+	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/family"
@@ -76,7 +77,7 @@ type leaves struct {
 	rep       *replica // nil without replication
 	reg       *prometheus.Registry
 	metrics   *metrics.Metrics
-	runs      *api.RunStore
+	runs      *runstore.Store
 	runEnded  *runEndFanout
 	mgr       *sandbox.Manager
 	registry  *tools.Registry
@@ -125,12 +126,12 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 		log.Info("run ended", "run", r.ID, "tenant", r.Tenant, "conversation", r.Conversation, "reason", reason)
 	})
 	lv.runEnded.add(func(r tools.Run, _ string) { ld.fams.RunEnded(r) })
-	keep := api.WithRunFile(filepath.Join(f.dataDir, "runs.json"), func(err error) { log.Warn("runs are not saved", "err", err) })
+	keep := runstore.WithFile(filepath.Join(f.dataDir, "runs.json"), func(err error) { log.Warn("runs are not saved", "err", err) })
 	if lv.rep != nil {
-		keep = api.WithRunRecords(lv.rep.records, func(err error) { log.Warn("a run record was not written", "err", err) })
+		keep = runstore.WithRecords(lv.rep.records, func(err error) { log.Warn("a run record was not written", "err", err) })
 	}
-	lv.runs = api.NewRunStore(api.WithRunTTL(cfg.RunTTL.D()), api.WithMaxRunsPerTenant(cfg.MaxRunsPerTenant), keep,
-		api.WithRunEndHook(lv.runEnded.ended))
+	lv.runs = runstore.New(runstore.WithTTL(cfg.RunTTL.D()), runstore.WithMaxPerTenant(cfg.MaxRunsPerTenant), keep,
+		runstore.WithEndHook(lv.runEnded.ended))
 	if n, err := lv.runs.Load(); err != nil {
 		log.Warn("runs of the previous start are not restored", "err", err)
 	} else if n > 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/family"
 )
@@ -36,7 +37,7 @@ debug: {disabled: true}
 	}
 	reg := tools.NewRegistry()
 	setup := &family.Setup{Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), DataDir: t.TempDir(),
-		Tools: reg, Runs: api.NewRunStore()}
+		Tools: reg, Runs: runstore.New()}
 	if err := set.Register(setup); err != nil {
 		t.Fatal(err)
 	}

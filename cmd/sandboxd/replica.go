@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxd/sandboxd/cluster"
 	"github.com/sandboxd/sandboxd/cluster/runrecords"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/kubernetes"
 )
@@ -133,7 +134,7 @@ func (r *replica) managerOptions() []sandbox.Option {
 // hooks adopt a conversation's runs when its lease is taken and, when it
 // is lost or released, detach its pipe (the agent's processes keep
 // running for the next owner) and forget its runs without ending them.
-func hooks(mgr *sandbox.Manager, runs *api.RunStore, log *slog.Logger) cluster.Hooks {
+func hooks(mgr *sandbox.Manager, runs *runstore.Store, log *slog.Logger) cluster.Hooks {
 	return cluster.Hooks{
 		Taken: func(ctx context.Context, k cluster.Key, epoch int64) {
 			if n := runs.AdoptConversation(ctx, k.Tenant, k.Conversation); n > 0 {
@@ -152,7 +153,7 @@ func hooks(mgr *sandbox.Manager, runs *api.RunStore, log *slog.Logger) cluster.H
 }
 
 // handler puts the router in front of the API.
-func (r *replica) handler(srv http.Handler, runs *api.RunStore, backend sandbox.Backend, auth api.Authenticator, cfg *config.Config, log *slog.Logger) http.Handler {
+func (r *replica) handler(srv http.Handler, runs *runstore.Store, backend sandbox.Backend, auth api.Authenticator, cfg *config.Config, log *slog.Logger) http.Handler {
 	dep := backend.Deployment()
 	return cluster.NewRouter(srv, cluster.RouterOptions{
 		Owners:    r.owners,

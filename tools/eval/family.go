@@ -89,13 +89,13 @@ func (f *fam) RunEnded(r tools.Run) {
 	if f.host == nil {
 		return
 	}
-	for _, o := range f.runs.List(r.Tenant) {
+	ctx, cancel := context.WithTimeout(context.Background(), hostKernelsStopWait)
+	defer cancel()
+	for _, o := range f.runs.List(ctx, r.Tenant) {
 		if o.ID != r.ID && o.Conversation == r.Conversation && r.Conversation != "" {
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), hostKernelsStopWait)
-	defer cancel()
 	if err := f.t.EndRun(ctx, r); err != nil {
 		f.log.Warn("host kernels of an ended run were not stopped", "run", r.ID, "err", err)
 	}

@@ -77,10 +77,10 @@ func (Base) Close() error                              { return nil }
 // Runs is what a family may ask of the run store.
 type Runs interface {
 	// List returns the live runs of tenant.
-	List(tenant string) []tools.Run
+	List(ctx context.Context, tenant string) []tools.Run
 	// Create records a new run (a worker's child run) and returns it with
 	// its id.
-	Create(run tools.Run) (tools.Run, error)
+	Create(ctx context.Context, run tools.Run) (tools.Run, error)
 }
 
 // Setup is what Register gets: the leaves built before the families and a

@@ -37,7 +37,7 @@ const (
 
 // Runs is what workers need of the run store: a child run per worker.
 type Runs interface {
-	Create(run tools.Run) (tools.Run, error)
+	Create(ctx context.Context, run tools.Run) (tools.Run, error)
 }
 
 // Tokens issues the run-scoped token a worker calls sandboxd with.
@@ -160,7 +160,7 @@ func (m *Manager) Spawn(ctx context.Context, env *tools.Env, brief, label, tier 
 	id := fmt.Sprintf("w%d", m.perRun[parent.ID])
 	m.mu.Unlock()
 
-	child, err := m.runs.Create(tools.Run{
+	child, err := m.runs.Create(ctx, tools.Run{
 		Tenant: parent.Tenant, Conversation: parent.Conversation, Surface: tools.SurfaceDefault,
 		Workdir: parent.Workdir, Space: parent.Space, Approval: parent.Approval, Parent: parent.ID,
 	})

@@ -17,7 +17,7 @@ type fakeRuns struct {
 	made []tools.Run
 }
 
-func (f *fakeRuns) Create(r tools.Run) (tools.Run, error) {
+func (f *fakeRuns) Create(_ context.Context, r tools.Run) (tools.Run, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++

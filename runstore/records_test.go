@@ -1,4 +1,4 @@
-package api
+package runstore
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 )
 
-// fakeRecords is a RunRecords shared by several RunStores, as the
+// fakeRecords is a Records shared by several Stores, as the
 // replicas of one deployment share their records.
 type fakeRecords struct {
 	mu        sync.Mutex // guards the fields below
@@ -26,7 +26,7 @@ type fakeRecords struct {
 	removed   []string // ids whose Remove succeeded
 }
 
-var _ RunRecords = (*fakeRecords)(nil)
+var _ Records = (*fakeRecords)(nil)
 
 func newFakeRecords() *fakeRecords { return &fakeRecords{runs: map[string]tools.Run{}} }
 
@@ -122,17 +122,17 @@ func ids(runs []tools.Run) []string {
 func TestRunRecordsAcrossReplicas(t *testing.T) {
 	f := newFakeRecords()
 	var endA, endB endings
-	a := NewRunStore(WithRunRecords(f, nil), WithRunEndHook(endA.hook))
-	b := NewRunStore(WithRunRecords(f, nil), WithRunEndHook(endB.hook))
+	a := New(WithRecords(f, nil), WithEndHook(endA.hook))
+	b := New(WithRecords(f, nil), WithEndHook(endB.hook))
 
-	run, err := a.Create(tools.Run{Tenant: "t", Conversation: "c", Surface: "code", Approval: "ask"})
+	run, err := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c", Surface: "code", Approval: "ask"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !f.has(run.ID) {
 		t.Fatalf("the run is not in the records after Create returned")
 	}
-	child, err := a.Create(tools.Run{Tenant: "t", Conversation: "c", Parent: run.ID})
+	child, err := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c", Parent: run.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,38 +140,38 @@ func TestRunRecordsAcrossReplicas(t *testing.T) {
 		t.Errorf("a child run was put into the records; it lives in memory only")
 	}
 	// b lists a's top-level run before it ever served it.
-	if got := ids(b.List("t")); !slices.Equal(got, []string{run.ID}) {
+	if got := ids(b.List(t.Context(), "t")); !slices.Equal(got, []string{run.ID}) {
 		t.Errorf("b lists %v, want only %s", got, run.ID)
 	}
-	if got := ids(a.List("t")); len(got) != 2 || !slices.Contains(got, run.ID) || !slices.Contains(got, child.ID) {
+	if got := ids(a.List(t.Context(), "t")); len(got) != 2 || !slices.Contains(got, run.ID) || !slices.Contains(got, child.ID) {
 		t.Errorf("a lists %v, want the run and its child once each", got)
 	}
-	if got, err := b.Get("t", run.ID); err != nil || got != run {
+	if got, err := b.Get(t.Context(), "t", run.ID); err != nil || got != run {
 		t.Fatalf("b.Get = %+v, %v; want %+v", got, err, run)
 	}
 	if n := b.Active(); n != 1 {
 		t.Errorf("b holds %d runs after serving one, want 1", n)
 	}
-	if got := ids(b.List("t")); !slices.Equal(got, []string{run.ID}) {
+	if got := ids(b.List(t.Context(), "t")); !slices.Equal(got, []string{run.ID}) {
 		t.Errorf("b lists %v after adopting, want %s once", got, run.ID)
 	}
-	if _, err := b.Get("other", run.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := b.Get(t.Context(), "other", run.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("another tenant's Get on b: %v, want not found", err)
 	}
-	if _, err := b.Get("t", child.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := b.Get(t.Context(), "t", child.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("b.Get of a's child run: %v, want not found (children stay on their replica)", err)
 	}
 
-	if err := b.Delete("t", run.ID); err != nil {
+	if err := b.Delete(t.Context(), "t", run.ID); err != nil {
 		t.Fatal(err)
 	}
 	if f.has(run.ID) {
 		t.Errorf("the record outlived Delete")
 	}
-	if _, err := a.Get("t", run.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := a.Get(t.Context(), "t", run.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a.Get after b deleted the run: %v, want not found", err)
 	}
-	if _, err := a.Get("t", child.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := a.Get(t.Context(), "t", child.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a.Get of the child after b deleted its parent: %v, want not found", err)
 	}
 	if got := endA.all(); got[run.ID] != "deleted" || got[child.ID] != "parent ended" || len(got) != 2 {
@@ -180,22 +180,22 @@ func TestRunRecordsAcrossReplicas(t *testing.T) {
 	if got := endB.all(); got[run.ID] != "deleted" || len(got) != 1 {
 		t.Errorf("b's ended runs = %v", got)
 	}
-	if got := a.List("t"); len(got) != 0 {
+	if got := a.List(t.Context(), "t"); len(got) != 0 {
 		t.Errorf("a lists %v after the delete", ids(got))
 	}
 
 	// A run only the other replica holds is deleted from the records.
-	other, _ := a.Create(tools.Run{Tenant: "t", Conversation: "c2"})
-	if err := b.Delete("x", other.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	other, _ := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c2"})
+	if err := b.Delete(t.Context(), "x", other.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("another tenant's Delete on b: %v, want not found", err)
 	}
-	if err := b.Delete("t", other.ID); err != nil || f.has(other.ID) {
+	if err := b.Delete(t.Context(), "t", other.ID); err != nil || f.has(other.ID) {
 		t.Errorf("b.Delete of a's run = %v, record left: %v", err, f.has(other.ID))
 	}
-	if _, err := b.Get("t", other.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := b.Get(t.Context(), "t", other.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("b.Get after its own delete: %v", err)
 	}
-	if err := b.Delete("t", other.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := b.Delete(t.Context(), "t", other.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("second Delete: %v, want not found", err)
 	}
 }
@@ -203,42 +203,42 @@ func TestRunRecordsAcrossReplicas(t *testing.T) {
 // The per-tenant limit counts the runs of every replica.
 func TestRunRecordsLimitAcrossReplicas(t *testing.T) {
 	f := newFakeRecords()
-	a := NewRunStore(WithRunRecords(f, nil), WithMaxRunsPerTenant(3))
-	b := NewRunStore(WithRunRecords(f, nil), WithMaxRunsPerTenant(3))
-	r1, err := a.Create(tools.Run{Tenant: "t", Conversation: "c"})
+	a := New(WithRecords(f, nil), WithMaxPerTenant(3))
+	b := New(WithRecords(f, nil), WithMaxPerTenant(3))
+	r1, err := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Create(tools.Run{Tenant: "t", Conversation: "c"}); err != nil {
+	if _, err := b.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Create(tools.Run{Tenant: "t", Conversation: "c", Parent: r1.ID}); err != nil {
+	if _, err := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c", Parent: r1.ID}); err != nil {
 		t.Fatal(err)
 	}
 	// a is full: two recorded runs and its child. b does not see a's child
 	// (child runs live on their replica), so it has one place left.
-	if _, err := a.Create(tools.Run{Tenant: "t", Conversation: "c"}); !errors.Is(err, errdefs.ErrResourceExhausted) {
+	if _, err := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"}); !errors.Is(err, errdefs.ErrResourceExhausted) {
 		t.Errorf("a: two runs and a child of a limit of 3, then: %v, want resource exhausted", err)
 	}
-	if _, err := b.Create(tools.Run{Tenant: "t", Conversation: "c"}); err != nil {
+	if _, err := b.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"}); err != nil {
 		t.Fatalf("b: the third top-level run: %v", err)
 	}
-	for name, s := range map[string]*RunStore{"a": a, "b": b} {
-		if _, err := s.Create(tools.Run{Tenant: "t", Conversation: "c"}); !errors.Is(err, errdefs.ErrResourceExhausted) {
+	for name, s := range map[string]*Store{"a": a, "b": b} {
+		if _, err := s.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"}); !errors.Is(err, errdefs.ErrResourceExhausted) {
 			t.Errorf("%s: fourth run of the tenant: %v, want resource exhausted", name, err)
 		}
 	}
-	if _, err := b.Create(tools.Run{Tenant: "u", Conversation: "c"}); err != nil {
+	if _, err := b.Create(t.Context(), tools.Run{Tenant: "u", Conversation: "c"}); err != nil {
 		t.Errorf("another tenant is held to this tenant's limit: %v", err)
 	}
 	// b frees a place by deleting a's run; a's child ends on a's next use.
-	if err := b.Delete("t", r1.ID); err != nil {
+	if err := b.Delete(t.Context(), "t", r1.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Create(tools.Run{Tenant: "t", Conversation: "c"}); err != nil {
+	if _, err := b.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"}); err != nil {
 		t.Errorf("after a delete on the other replica: %v", err)
 	}
-	if _, err := a.Get("t", r1.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := a.Get(t.Context(), "t", r1.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a serves the run b deleted: %v", err)
 	}
 }
@@ -247,10 +247,10 @@ func TestRunRecordsLimitAcrossReplicas(t *testing.T) {
 // records are being written.
 func TestRunRecordsLimitConcurrent(t *testing.T) {
 	f := newFakeRecords()
-	s := NewRunStore(WithRunRecords(f, nil), WithMaxRunsPerTenant(20))
+	s := New(WithRecords(f, nil), WithMaxPerTenant(20))
 	var wg sync.WaitGroup
 	for range 60 {
-		wg.Go(func() { s.Create(tools.Run{Tenant: "t", Conversation: "c"}) })
+		wg.Go(func() { s.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"}) })
 	}
 	wg.Wait()
 	if n, m := f.Count("t"), s.Active(); n != 20 || m != 20 {
@@ -262,15 +262,15 @@ func TestRunRecordsLimitConcurrent(t *testing.T) {
 func TestRunRecordsPutFailure(t *testing.T) {
 	f := newFakeRecords()
 	f.set(errors.New("apiserver down"), nil, nil)
-	s := NewRunStore(WithRunRecords(f, nil), WithMaxRunsPerTenant(1))
-	run, err := s.Create(tools.Run{Tenant: "t", Conversation: "c"})
+	s := New(WithRecords(f, nil), WithMaxPerTenant(1))
+	run, err := s.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"})
 	if !errors.Is(err, errdefs.ErrUnavailable) || run.ID != "" {
 		t.Fatalf("Create with records down = %+v, %v; want unavailable and no run", run, err)
 	}
 	if n := s.Active(); n != 0 {
 		t.Errorf("%d runs in memory after a failed create", n)
 	}
-	if got := s.List("t"); len(got) != 0 {
+	if got := s.List(t.Context(), "t"); len(got) != 0 {
 		t.Errorf("List after a failed create = %v", ids(got))
 	}
 	f.mu.Lock()
@@ -281,7 +281,7 @@ func TestRunRecordsPutFailure(t *testing.T) {
 	}
 	// The place held during the write is free again.
 	f.set(nil, nil, nil)
-	if _, err := s.Create(tools.Run{Tenant: "t", Conversation: "c"}); err != nil {
+	if _, err := s.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"}); err != nil {
 		t.Errorf("Create once records are back: %v", err)
 	}
 }
@@ -291,16 +291,16 @@ func TestRunRecordsPutFailure(t *testing.T) {
 func TestRunRecordsForgetAdopt(t *testing.T) {
 	f := newFakeRecords()
 	var endA, endB endings
-	a := NewRunStore(WithRunRecords(f, nil), WithRunEndHook(endA.hook))
-	b := NewRunStore(WithRunRecords(f, nil), WithRunEndHook(endB.hook))
-	r1, _ := a.Create(tools.Run{Tenant: "t", Conversation: "c1"})
-	r2, _ := a.Create(tools.Run{Tenant: "t", Conversation: "c1", Surface: "plan"})
-	kid, err := a.Create(tools.Run{Tenant: "t", Conversation: "c1", Parent: r1.ID})
+	a := New(WithRecords(f, nil), WithEndHook(endA.hook))
+	b := New(WithRecords(f, nil), WithEndHook(endB.hook))
+	r1, _ := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c1"})
+	r2, _ := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c1", Surface: "plan"})
+	kid, err := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c1", Parent: r1.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keep, _ := a.Create(tools.Run{Tenant: "t", Conversation: "c2"})
-	same, _ := a.Create(tools.Run{Tenant: "u", Conversation: "c1"})
+	keep, _ := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c2"})
+	same, _ := a.Create(t.Context(), tools.Run{Tenant: "u", Conversation: "c1"})
 
 	a.ForgetConversation("t", "c1")
 	if n := a.Active(); n != 2 {
@@ -312,7 +312,7 @@ func TestRunRecordsForgetAdopt(t *testing.T) {
 	if !f.has(r1.ID) || !f.has(r2.ID) {
 		t.Errorf("forgetting removed records")
 	}
-	if got, ok := a.Lookup(r1.ID); !ok || got != r1 {
+	if got, ok := a.Lookup(t.Context(), r1.ID); !ok || got != r1 {
 		t.Errorf("a.Lookup of a forgotten run = %+v, %v; want it from the records", got, ok)
 	}
 	if n := a.Active(); n != 2 {
@@ -328,13 +328,13 @@ func TestRunRecordsForgetAdopt(t *testing.T) {
 	if n := b.Active(); n != 2 {
 		t.Errorf("b holds %d runs, want c1's two", n)
 	}
-	if got, err := b.Get("t", r2.ID); err != nil || got != r2 {
+	if got, err := b.Get(t.Context(), "t", r2.ID); err != nil || got != r2 {
 		t.Errorf("b.Get of an adopted run = %+v, %v", got, err)
 	}
-	if _, err := b.Get("t", kid.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := b.Get(t.Context(), "t", kid.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a child run moved with its conversation: %v", err)
 	}
-	if _, err := b.Get("u", same.ID); err != nil {
+	if _, err := b.Get(t.Context(), "u", same.ID); err != nil {
 		t.Errorf("another tenant's run of a conversation with the same name: %v", err)
 	}
 	if got := endB.all(); len(got) != 0 {
@@ -342,11 +342,11 @@ func TestRunRecordsForgetAdopt(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	c := NewRunStore(WithRunRecords(f, nil))
+	c := New(WithRecords(f, nil))
 	if n := c.AdoptConversation(ctx, "t", "c1"); n != 0 {
 		t.Errorf("adopting with a done context took %d runs", n)
 	}
-	if _, err := a.Get("t", keep.ID); err != nil {
+	if _, err := a.Get(t.Context(), "t", keep.ID); err != nil {
 		t.Errorf("a no longer serves the conversation it kept: %v", err)
 	}
 }
@@ -359,11 +359,11 @@ func TestRunRecordsExpiryAndRemoveFailure(t *testing.T) {
 	var mu sync.Mutex
 	var recErrs []error
 	var end endings
-	s := NewRunStore(WithRunRecords(f, func(err error) { mu.Lock(); recErrs = append(recErrs, err); mu.Unlock() }),
-		WithRunClock(clk.now), WithRunTTL(time.Hour), WithRunEndHook(end.hook))
-	other := NewRunStore(WithRunRecords(f, nil), WithRunClock(clk.now), WithRunTTL(time.Hour))
+	s := New(WithRecords(f, func(err error) { mu.Lock(); recErrs = append(recErrs, err); mu.Unlock() }),
+		WithClock(clk.now), WithTTL(time.Hour), WithEndHook(end.hook))
+	other := New(WithRecords(f, nil), WithClock(clk.now), WithTTL(time.Hour))
 
-	old, _ := s.Create(tools.Run{Tenant: "t", Conversation: "c"})
+	old, _ := s.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"})
 	clk.add(time.Hour)
 	if n := s.Active(); n != 0 {
 		t.Fatalf("%d runs live after the TTL", n)
@@ -371,13 +371,13 @@ func TestRunRecordsExpiryAndRemoveFailure(t *testing.T) {
 	if f.has(old.ID) || end.all()[old.ID] != "expired" {
 		t.Errorf("expired run: record left %v, ended %v", f.has(old.ID), end.all())
 	}
-	if _, err := other.Get("t", old.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := other.Get(t.Context(), "t", old.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("the other replica serves an expired run: %v", err)
 	}
 
-	run, _ := s.Create(tools.Run{Tenant: "t", Conversation: "c"})
+	run, _ := s.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"})
 	f.set(nil, errors.New("apiserver down"), nil)
-	if err := s.Delete("t", run.ID); err != nil {
+	if err := s.Delete(t.Context(), "t", run.ID); err != nil {
 		t.Fatalf("Delete with records down: %v (the run ended here)", err)
 	}
 	mu.Lock()
@@ -386,13 +386,13 @@ func TestRunRecordsExpiryAndRemoveFailure(t *testing.T) {
 	if n != 1 || !f.has(run.ID) {
 		t.Fatalf("failed removal: %d errors heard, record left %v; want one error and the record", n, f.has(run.ID))
 	}
-	if _, err := s.Get("t", run.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := s.Get(t.Context(), "t", run.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("a deleted run came back from its record: %v", err)
 	}
-	if got := s.List("t"); len(got) != 0 {
+	if got := s.List(t.Context(), "t"); len(got) != 0 {
 		t.Errorf("List shows a deleted run: %v", ids(got))
 	}
-	if _, ok := s.Lookup(run.ID); ok {
+	if _, ok := s.Lookup(t.Context(), run.ID); ok {
 		t.Errorf("Lookup finds a deleted run")
 	}
 	if n := s.AdoptConversation(context.Background(), "t", "c"); n != 0 {
@@ -412,7 +412,7 @@ func TestRunRecordsExpiryAndRemoveFailure(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := s.Get("t", run.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if _, err := s.Get(t.Context(), "t", run.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("after the retry: %v", err)
 	}
 }
@@ -421,27 +421,27 @@ func TestRunRecordsExpiryAndRemoveFailure(t *testing.T) {
 // that is not there is unavailable, not missing.
 func TestRunRecordsGetFailure(t *testing.T) {
 	f := newFakeRecords()
-	a := NewRunStore(WithRunRecords(f, nil))
-	b := NewRunStore(WithRunRecords(f, nil))
-	run, _ := a.Create(tools.Run{Tenant: "t", Conversation: "c"})
+	a := New(WithRecords(f, nil))
+	b := New(WithRecords(f, nil))
+	run, _ := a.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"})
 	f.set(nil, nil, errors.New("apiserver down"))
-	if _, err := a.Get("t", run.ID); err != nil {
+	if _, err := a.Get(t.Context(), "t", run.ID); err != nil {
 		t.Errorf("a run in memory is not served while the records are down: %v", err)
 	}
-	if _, err := b.Get("t", run.ID); !errors.Is(err, errdefs.ErrUnavailable) {
+	if _, err := b.Get(t.Context(), "t", run.ID); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("b.Get with records down: %v, want unavailable", err)
 	}
-	if err := b.Delete("t", run.ID); !errors.Is(err, errdefs.ErrUnavailable) {
+	if err := b.Delete(t.Context(), "t", run.ID); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("b.Delete with records down: %v, want unavailable", err)
 	}
-	if _, ok := b.Lookup(run.ID); ok {
+	if _, ok := b.Lookup(t.Context(), run.ID); ok {
 		t.Errorf("Lookup answers with records down")
 	}
 	f.set(nil, nil, nil)
-	if got, ok := b.Lookup(run.ID); !ok || got != run {
+	if got, ok := b.Lookup(t.Context(), run.ID); !ok || got != run {
 		t.Errorf("b.Lookup = %+v, %v", got, ok)
 	}
-	if _, ok := b.Lookup("run_missing"); ok {
+	if _, ok := b.Lookup(t.Context(), "run_missing"); ok {
 		t.Errorf("Lookup finds a run that never was")
 	}
 	if n := b.Active(); n != 0 {
@@ -453,8 +453,8 @@ func TestRunRecordsGetFailure(t *testing.T) {
 func TestRunRecordsReplaceTheRunFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "runs.json")
 	f := newFakeRecords()
-	s := NewRunStore(WithRunFile(path, nil), WithRunRecords(f, nil))
-	if _, err := s.Create(tools.Run{Tenant: "t", Conversation: "c"}); err != nil {
+	s := New(WithFile(path, nil), WithRecords(f, nil))
+	if _, err := s.Create(t.Context(), tools.Run{Tenant: "t", Conversation: "c"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {

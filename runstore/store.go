@@ -1,4 +1,7 @@
-package api
+// Package runstore keeps the live runs of the API: in memory, in the run
+// file of one sandboxd, or in the run records every replica of a
+// deployment shares.
+package runstore
 
 import (
 	"context"
@@ -13,25 +16,29 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 )
 
-// Defaults of a RunStore.
+// Defaults of a Store.
 const (
-	DefaultRunTTL           = 24 * time.Hour
-	DefaultMaxRunsPerTenant = 1000
-	// DefaultRunRecordsTimeout bounds each call to the run records.
-	DefaultRunRecordsTimeout = 5 * time.Second
+	DefaultTTL          = 24 * time.Hour
+	DefaultMaxPerTenant = 1000
+	// DefaultRecordsTimeout bounds each call to the run records.
+	DefaultRecordsTimeout = 5 * time.Second
 )
 
-// RunStore holds the live runs in memory. A run that is not used for the
+// Store holds the live runs in memory. A run that is not used for the
 // TTL expires; expiry is checked on every access (there is no sweeping
 // goroutine), so an expired run is never served. It is safe for concurrent
 // use.
 //
-// With run records (WithRunRecords) the top-level runs also live there, so
+// With run records (WithRecords) the top-level runs also live there, so
 // that every replica of a deployment serves them and they outlive this
-// process; see WithRunRecords. Goroutines: none long-lived; with records, at
-// most one short-lived retry of record removals that failed, each call
-// bounded by DefaultRunRecordsTimeout.
-type RunStore struct {
+// process; see WithRecords. Each call that reaches the records runs on
+// the caller's context, bounded by DefaultRecordsTimeout, so a request
+// that is cancelled stops waiting for them. The removal of an ended run's
+// record is the exception: the run has already ended here, so its record
+// is removed even when the caller has gone. Goroutines: none long-lived;
+// with records, at most one short-lived retry of record removals that
+// failed, each call bounded by DefaultRecordsTimeout.
+type Store struct {
 	ttl   time.Duration
 	max   int
 	now   func() time.Time
@@ -40,7 +47,7 @@ type RunStore struct {
 	file      string      // the run file ("" keeps runs in memory only)
 	onSaveErr func(error) // hears of a failed write of the run file
 
-	records     RunRecords    // the top-level runs of every replica (nil: none)
+	records     Records       // the top-level runs of every replica (nil: none)
 	onRecordErr func(error)   // hears of a record that could not be removed
 	recTimeout  time.Duration // bounds each call to records
 
@@ -60,44 +67,44 @@ type runEntry struct {
 	lastUsed time.Time
 }
 
-// RunOption configures a RunStore.
-type RunOption func(*RunStore)
+// Option configures a Store.
+type Option func(*Store)
 
-// WithRunTTL sets how long an unused run lives; <= 0 keeps the default.
-func WithRunTTL(d time.Duration) RunOption {
-	return func(s *RunStore) {
+// WithTTL sets how long an unused run lives; <= 0 keeps the default.
+func WithTTL(d time.Duration) Option {
+	return func(s *Store) {
 		if d > 0 {
 			s.ttl = d
 		}
 	}
 }
 
-// WithMaxRunsPerTenant caps a tenant's live runs; <= 0 keeps the default.
-func WithMaxRunsPerTenant(n int) RunOption {
-	return func(s *RunStore) {
+// WithMaxPerTenant caps a tenant's live runs; <= 0 keeps the default.
+func WithMaxPerTenant(n int) Option {
+	return func(s *Store) {
 		if n > 0 {
 			s.max = n
 		}
 	}
 }
 
-// WithRunClock replaces time.Now (tests).
-func WithRunClock(now func() time.Time) RunOption { return func(s *RunStore) { s.now = now } }
+// WithClock replaces time.Now (tests).
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
-// WithRunEndHook is called, outside the store's lock, for every run that
+// WithEndHook is called, outside the store's lock, for every run that
 // ends (reason "deleted", "parent ended" or "expired"): workers and
 // per-run state hang off it.
-func WithRunEndHook(f func(run tools.Run, reason string)) RunOption {
-	return func(s *RunStore) { s.onEnd = f }
+func WithEndHook(f func(run tools.Run, reason string)) Option {
+	return func(s *Store) { s.onEnd = f }
 }
 
-// NewRunStore returns an empty store.
-func NewRunStore(opts ...RunOption) *RunStore {
-	s := &RunStore{
-		ttl:        DefaultRunTTL,
-		max:        DefaultMaxRunsPerTenant,
+// New returns an empty store.
+func New(opts ...Option) *Store {
+	s := &Store{
+		ttl:        DefaultTTL,
+		max:        DefaultMaxPerTenant,
 		now:        time.Now,
-		recTimeout: DefaultRunRecordsTimeout,
+		recTimeout: DefaultRecordsTimeout,
 		runs:       map[string]*runEntry{},
 		perTenant:  map[string]int{},
 		kids:       map[string]int{},
@@ -123,7 +130,7 @@ type ended struct {
 // must be a live run of the same tenant (else NotFound) and conversation.
 // With records, a top-level run is in them before Create returns; when it
 // cannot be put there the run is not created (Unavailable).
-func (s *RunStore) Create(run tools.Run) (tools.Run, error) {
+func (s *Store) Create(ctx context.Context, run tools.Run) (tools.Run, error) {
 	shared := s.records != nil && run.Parent == ""
 	recorded := 0
 	if s.records != nil {
@@ -143,46 +150,22 @@ func (s *RunStore) Create(run tools.Run) (tools.Run, error) {
 	}
 	s.flushLocked()
 	s.mu.Unlock()
-	s.finish(gone)
+	s.finish(ctx, gone)
 	if err != nil {
 		return tools.Run{}, err
 	}
 	if shared {
-		if err := s.putRecord(run); err != nil {
+		if err := s.putRecord(ctx, run); err != nil {
 			return tools.Run{}, err
 		}
 	}
 	return run, nil
 }
 
-// putRecord writes a new top-level run into the records and then into
-// memory. A failed write may still have landed (a timeout), so its record
-// is removed, or hidden and retried, lest it count against the tenant.
-func (s *RunStore) putRecord(run tools.Run) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.recTimeout)
-	err := s.records.Put(ctx, run)
-	cancel()
-	s.mu.Lock()
-	if s.reserved[run.Tenant]--; s.reserved[run.Tenant] <= 0 {
-		delete(s.reserved, run.Tenant)
-	}
-	if err == nil {
-		s.insertLocked(run, s.now())
-	} else {
-		s.buryLocked(run.ID, false)
-	}
-	s.mu.Unlock()
-	if err != nil {
-		s.removeRecord(run.ID)
-		return errdefs.Unavailable("the run cannot be stored where every replica sees it (%v); nothing was created, retry in a moment", err)
-	}
-	return nil
-}
-
 // checkCreateLocked checks the parent and the tenant's limit. recorded is
 // the tenant's count in the records, which hold the top-level runs of
 // every replica (this one's too, though a cache may lag its newest).
-func (s *RunStore) checkCreateLocked(run tools.Run, recorded int) error {
+func (s *Store) checkCreateLocked(run tools.Run, recorded int) error {
 	if run.Parent != "" {
 		p := s.runs[run.Parent]
 		if p == nil || p.run.Tenant != run.Tenant {
@@ -208,7 +191,7 @@ func (s *RunStore) checkCreateLocked(run tools.Run, recorded int) error {
 // that is not in memory is looked up there and kept from then on (another
 // replica created it, or held it before), and a top-level run whose record
 // was removed by another replica ends here too.
-func (s *RunStore) Get(tenant, id string) (tools.Run, error) {
+func (s *Store) Get(ctx context.Context, tenant, id string) (tools.Run, error) {
 	now := s.now()
 	s.mu.Lock()
 	var gone []ended
@@ -225,85 +208,22 @@ func (s *RunStore) Get(tenant, id string) (tools.Run, error) {
 	}
 	s.flushLocked()
 	s.mu.Unlock()
-	s.finish(gone)
+	s.finish(ctx, gone)
 	switch {
 	case run.ID != "" && (s.records == nil || run.Parent != ""):
 		return run, nil
 	case run.ID != "":
-		return s.checkRecord(run)
+		return s.checkRecord(ctx, run)
 	case expired || e != nil || s.records == nil:
-		return tools.Run{}, errNoRun(id)
+		return tools.Run{}, NoRun(id)
 	}
-	return s.adopt(tenant, id)
-}
-
-// checkRecord returns run, a top-level run in memory, unless its record
-// is gone: then another replica deleted it and it ends here as well. When
-// the records cannot answer, memory serves.
-func (s *RunStore) checkRecord(run tools.Run) (tools.Run, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.recTimeout)
-	_, ok, err := s.records.Get(ctx, run.ID)
-	cancel()
-	if err != nil || ok {
-		return run, nil
-	}
-	s.mu.Lock()
-	var gone []ended
-	if e := s.runs[run.ID]; e != nil && e.run.Tenant == run.Tenant {
-		gone = s.removeLocked(run.ID, "deleted", nil)
-		s.buryLocked(run.ID, true)
-	}
-	s.mu.Unlock()
-	s.finish(gone)
-	return tools.Run{}, errNoRun(run.ID)
-}
-
-// adopt finds the tenant's top-level run id in the records and keeps it in
-// memory, as fresh as a run just used.
-func (s *RunStore) adopt(tenant, id string) (tools.Run, error) {
-	rec, err := s.lookupRecord(id)
-	if err != nil {
-		return tools.Run{}, errdefs.Unavailable("run %q cannot be looked up where every replica sees runs (%v); retry in a moment", id, err)
-	}
-	if rec.ID != id || rec.Tenant != tenant || rec.Parent != "" {
-		return tools.Run{}, errNoRun(id)
-	}
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hiddenLocked(id, now) {
-		return tools.Run{}, errNoRun(id) // it ended here while being looked up
-	}
-	if e := s.runs[id]; e != nil {
-		e.lastUsed = now
-		return e.run, nil
-	}
-	s.insertLocked(rec, now)
-	return rec, nil
-}
-
-// lookupRecord reads id from the records unless it ended here; a run that
-// is not there is the zero Run.
-func (s *RunStore) lookupRecord(id string) (tools.Run, error) {
-	s.mu.Lock()
-	hidden := s.hiddenLocked(id, s.now())
-	s.mu.Unlock()
-	if hidden {
-		return tools.Run{}, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.recTimeout)
-	defer cancel()
-	rec, ok, err := s.records.Get(ctx, id)
-	if err != nil || !ok {
-		return tools.Run{}, err
-	}
-	return rec, nil
+	return s.adopt(ctx, tenant, id)
 }
 
 // Lookup returns the live run id of any tenant, from memory or else from
 // the records, without marking it used or keeping it: a router asks it
 // which conversation a request is for.
-func (s *RunStore) Lookup(id string) (tools.Run, bool) {
+func (s *Store) Lookup(ctx context.Context, id string) (tools.Run, bool) {
 	now := s.now()
 	s.mu.Lock()
 	e := s.runs[id]
@@ -318,7 +238,7 @@ func (s *RunStore) Lookup(id string) (tools.Run, bool) {
 	if e != nil || s.records == nil {
 		return tools.Run{}, false
 	}
-	rec, err := s.lookupRecord(id)
+	rec, err := s.lookupRecord(ctx, id)
 	if err != nil || rec.ID != id || rec.Parent != "" {
 		return tools.Run{}, false
 	}
@@ -327,7 +247,7 @@ func (s *RunStore) Lookup(id string) (tools.Run, bool) {
 
 // List returns the tenant's live runs, sorted by id: with records, those
 // of every replica.
-func (s *RunStore) List(tenant string) []tools.Run {
+func (s *Store) List(ctx context.Context, tenant string) []tools.Run {
 	var recs []tools.Run
 	if s.records != nil {
 		recs = s.records.List(tenant)
@@ -348,7 +268,7 @@ func (s *RunStore) List(tenant string) []tools.Run {
 	}
 	s.flushLocked()
 	s.mu.Unlock()
-	s.finish(gone)
+	s.finish(ctx, gone)
 	slices.SortFunc(out, func(a, b tools.Run) int { return strings.Compare(a.ID, b.ID) })
 	return slices.CompactFunc(out, func(a, b tools.Run) bool { return a.ID == b.ID })
 }
@@ -356,7 +276,7 @@ func (s *RunStore) List(tenant string) []tools.Run {
 // Delete ends the tenant's run and, with it, the runs it spawned. With
 // records, a run only another replica holds is deleted from the records
 // (that replica ends it on its next use).
-func (s *RunStore) Delete(tenant, id string) error {
+func (s *Store) Delete(ctx context.Context, tenant, id string) error {
 	s.mu.Lock()
 	e := s.runs[id]
 	var gone []ended
@@ -365,22 +285,22 @@ func (s *RunStore) Delete(tenant, id string) error {
 	}
 	s.flushLocked()
 	s.mu.Unlock()
-	s.finish(gone)
+	s.finish(ctx, gone)
 	switch {
 	case gone != nil:
 		return nil
 	case e != nil || s.records == nil:
-		return errNoRun(id)
+		return NoRun(id)
 	}
-	rec, err := s.lookupRecord(id)
+	rec, err := s.lookupRecord(ctx, id)
 	if err != nil {
 		return errdefs.Unavailable("run %q cannot be looked up where every replica sees runs (%v); retry in a moment", id, err)
 	}
 	if rec.ID != id || rec.Tenant != tenant || rec.Parent != "" {
-		return errNoRun(id)
+		return NoRun(id)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.recTimeout)
-	err = s.records.Remove(ctx, id)
+	rctx, cancel := context.WithTimeout(ctx, s.recTimeout)
+	err = s.records.Remove(rctx, id)
 	cancel()
 	if err != nil {
 		return errdefs.Unavailable("run %q cannot be deleted where every replica sees runs (%v); retry in a moment", id, err)
@@ -392,19 +312,21 @@ func (s *RunStore) Delete(tenant, id string) error {
 }
 
 // Active returns the number of live runs in memory, dropping expired ones
-// first.
-func (s *RunStore) Active() int {
+// first. It is read at a metrics scrape, which has no caller to cancel:
+// the records of the runs it finds expired are removed as every ended
+// run's are, on a context of their own.
+func (s *Store) Active() int {
 	s.mu.Lock()
 	gone := s.sweepLocked(s.now())
 	n := len(s.runs)
 	s.flushLocked()
 	s.mu.Unlock()
-	s.finish(gone)
+	s.finish(context.Background(), gone)
 	return n
 }
 
 // insertLocked adds run to memory, used at now.
-func (s *RunStore) insertLocked(run tools.Run, now time.Time) {
+func (s *Store) insertLocked(run tools.Run, now time.Time) {
 	s.runs[run.ID] = &runEntry{run: run, lastUsed: now}
 	s.perTenant[run.Tenant]++
 	if run.Parent != "" {
@@ -414,7 +336,7 @@ func (s *RunStore) insertLocked(run tools.Run, now time.Time) {
 }
 
 // sweepLocked removes every expired run.
-func (s *RunStore) sweepLocked(now time.Time) []ended {
+func (s *Store) sweepLocked(now time.Time) []ended {
 	var gone []ended
 	for id, e := range s.runs {
 		if _, still := s.runs[id]; still && now.Sub(e.lastUsed) >= s.ttl {
@@ -427,7 +349,7 @@ func (s *RunStore) sweepLocked(now time.Time) []ended {
 
 // endLocked is removeLocked for a run that ends everywhere: its record,
 // if any, is to be removed (finish does) and is hidden until then.
-func (s *RunStore) endLocked(id, reason string, gone []ended) []ended {
+func (s *Store) endLocked(id, reason string, gone []ended) []ended {
 	n := len(gone)
 	gone = s.removeLocked(id, reason, gone)
 	for i := n; i < len(gone); i++ {
@@ -441,7 +363,7 @@ func (s *RunStore) endLocked(id, reason string, gone []ended) []ended {
 
 // removeLocked removes id and its descendants from memory, appending them
 // to gone.
-func (s *RunStore) removeLocked(id, reason string, gone []ended) []ended {
+func (s *Store) removeLocked(id, reason string, gone []ended) []ended {
 	e := s.runs[id]
 	if e == nil {
 		return gone
@@ -466,18 +388,21 @@ func (s *RunStore) removeLocked(id, reason string, gone []ended) []ended {
 }
 
 // finish removes the records of the runs that ended, then tells the hook;
-// it runs outside the lock.
-func (s *RunStore) finish(gone []ended) {
+// it runs outside the lock. The runs have already ended here, so their
+// records are removed even when ctx is cancelled (ctx gives only its
+// values): a record left behind would be served by other replicas, and
+// count against the tenant, until a retry.
+func (s *Store) finish(ctx context.Context, gone []ended) {
 	for _, g := range gone {
 		if g.remove {
-			s.removeRecord(g.run.ID)
+			s.removeRecord(context.WithoutCancel(ctx), g.run.ID)
 		}
 	}
 	s.notify(gone)
 	s.maybeRetry()
 }
 
-func (s *RunStore) notify(gone []ended) {
+func (s *Store) notify(gone []ended) {
 	if s.onEnd == nil {
 		return
 	}
@@ -486,45 +411,9 @@ func (s *RunStore) notify(gone []ended) {
 	}
 }
 
-func errNoRun(id string) error {
+// NoRun is the error of a run that is not live for the caller: it does not
+// exist, has ended, or belongs to another tenant (the API answers all three
+// alike, so an id says nothing about other tenants).
+func NoRun(id string) error {
 	return errdefs.NotFound("run %q does not exist or has ended; create a run with POST /v1/runs", id)
-}
-
-// AdoptConversation keeps in memory every recorded run of the tenant's
-// conversation that is not there yet, each as fresh as a run just used,
-// and returns how many: this replica has taken the conversation over. It
-// does nothing without records or once ctx is done.
-func (s *RunStore) AdoptConversation(ctx context.Context, tenant, conversation string) int {
-	if s.records == nil || ctx.Err() != nil {
-		return 0
-	}
-	recs := s.records.List(tenant)
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, r := range recs {
-		if r.ID == "" || r.Tenant != tenant || r.Conversation != conversation || r.Parent != "" ||
-			s.runs[r.ID] != nil || s.hiddenLocked(r.ID, now) {
-			continue
-		}
-		s.insertLocked(r, now)
-		n++
-	}
-	return n
-}
-
-// ForgetConversation drops the tenant's conversation's runs, and the runs
-// they spawned, from memory only: another replica has taken the
-// conversation over and serves them from now on. No run ends (the end
-// hook is not called) and no record is removed.
-func (s *RunStore) ForgetConversation(tenant, conversation string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id, e := range s.runs {
-		if _, still := s.runs[id]; still && e.run.Tenant == tenant && e.run.Conversation == conversation {
-			s.removeLocked(id, "", nil)
-		}
-	}
-	s.flushLocked()
 }

@@ -1,4 +1,4 @@
-package api
+package runstore
 
 import (
 	"sync"
@@ -22,33 +22,33 @@ func TestRunStoreExpiry(t *testing.T) {
 	clk := &clock{t: time.Unix(1000, 0)}
 	var mu sync.Mutex
 	endedRuns := map[string]string{}
-	s := NewRunStore(WithRunTTL(time.Hour), WithRunClock(clk.now), WithRunEndHook(func(r tools.Run, reason string) {
+	s := New(WithTTL(time.Hour), WithClock(clk.now), WithEndHook(func(r tools.Run, reason string) {
 		mu.Lock()
 		endedRuns[r.ID] = reason
 		mu.Unlock()
 	}))
-	busy, _ := s.Create(tools.Run{Tenant: "a", Conversation: "c1"})
-	idle, _ := s.Create(tools.Run{Tenant: "a", Conversation: "c1"})
-	child, err := s.Create(tools.Run{Tenant: "a", Conversation: "c1", Parent: idle.ID})
+	busy, _ := s.Create(t.Context(), tools.Run{Tenant: "a", Conversation: "c1"})
+	idle, _ := s.Create(t.Context(), tools.Run{Tenant: "a", Conversation: "c1"})
+	child, err := s.Create(t.Context(), tools.Run{Tenant: "a", Conversation: "c1", Parent: idle.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk.add(40 * time.Minute)
-	if _, err := s.Get("a", busy.ID); err != nil {
+	if _, err := s.Get(t.Context(), "a", busy.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get("a", child.ID); err != nil {
+	if _, err := s.Get(t.Context(), "a", child.ID); err != nil {
 		t.Fatal(err)
 	}
 	clk.add(30 * time.Minute) // idle: 70 min unused; busy and child: 30 min
-	if _, err := s.Get("a", idle.ID); !errorsIsNotFound(err) {
+	if _, err := s.Get(t.Context(), "a", idle.ID); !errorsIsNotFound(err) {
 		t.Errorf("idle run after TTL: %v", err)
 	}
-	if _, err := s.Get("a", busy.ID); err != nil {
+	if _, err := s.Get(t.Context(), "a", busy.ID); err != nil {
 		t.Errorf("busy run expired: %v", err)
 	}
 	// The child ended with its parent, though it was used recently.
-	if _, err := s.Get("a", child.ID); !errorsIsNotFound(err) {
+	if _, err := s.Get(t.Context(), "a", child.ID); !errorsIsNotFound(err) {
 		t.Errorf("child of expired run: %v", err)
 	}
 	mu.Lock()
@@ -64,13 +64,13 @@ func TestRunStoreExpiry(t *testing.T) {
 		t.Errorf("active after everything expired = %d", n)
 	}
 	// Places freed by expiry count again.
-	s2 := NewRunStore(WithMaxRunsPerTenant(1), WithRunTTL(time.Minute), WithRunClock(clk.now))
-	s2.Create(tools.Run{Tenant: "a", Conversation: "c"})
-	if _, err := s2.Create(tools.Run{Tenant: "a", Conversation: "c"}); errdefs.Code(err) != "resource_exhausted" {
+	s2 := New(WithMaxPerTenant(1), WithTTL(time.Minute), WithClock(clk.now))
+	s2.Create(t.Context(), tools.Run{Tenant: "a", Conversation: "c"})
+	if _, err := s2.Create(t.Context(), tools.Run{Tenant: "a", Conversation: "c"}); errdefs.Code(err) != "resource_exhausted" {
 		t.Errorf("over the cap: %v", err)
 	}
 	clk.add(time.Minute)
-	if _, err := s2.Create(tools.Run{Tenant: "a", Conversation: "c"}); err != nil {
+	if _, err := s2.Create(t.Context(), tools.Run{Tenant: "a", Conversation: "c"}); err != nil {
 		t.Errorf("after expiry: %v", err)
 	}
 }
@@ -78,7 +78,7 @@ func TestRunStoreExpiry(t *testing.T) {
 func errorsIsNotFound(err error) bool { return errdefs.Code(err) == "not_found" }
 
 func TestRunStoreConcurrent(t *testing.T) {
-	s := NewRunStore(WithMaxRunsPerTenant(50))
+	s := New(WithMaxPerTenant(50))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ok := 0
@@ -86,14 +86,14 @@ func TestRunStoreConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := s.Create(tools.Run{Tenant: "a", Conversation: "c"})
+			r, err := s.Create(t.Context(), tools.Run{Tenant: "a", Conversation: "c"})
 			if err != nil {
 				return
 			}
 			mu.Lock()
 			ok++
 			mu.Unlock()
-			s.Get("a", r.ID)
+			s.Get(t.Context(), "a", r.ID)
 		}()
 	}
 	wg.Wait()
