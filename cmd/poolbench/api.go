@@ -123,7 +123,7 @@ func apiRun(ctx context.Context, f flags, agentBin, dep string) (cold, warm []ti
 }
 
 // coldMemoryMB is the memory limit the API's cold creates ask for: any
-// limit keeps a create off the pool (env no longer does: a claim sets it).
+// limit keeps a create off the pool (env does not: a claim sets it).
 const coldMemoryMB = 768
 
 // metric reads one series off /metrics.

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// Each fragment of issue 14 parsed in a rung that read it as something
-// else and found nothing; now every one finds what it says, and only that.
+// Each fragment here can be read by a rung as something else, which then
+// finds nothing: every one must find what it says, and only that.
 func TestLadderReadsTheFragmentAsWhatItMeans(t *testing.T) {
 	for _, c := range []struct {
 		lang, pattern, src string
