@@ -38,7 +38,7 @@ type Client struct {
 	idleMu sync.Mutex   // guards idle
 	idle   []idleStream // streams kept for the next reusable call (reuse.go)
 
-	// stallCheck, when set, is asked why a call gets no answer (stall.go).
+	// stallCheck, when set, is asked why a call gets no response (stall.go).
 	stallCheck func(context.Context) error
 	stallAfter time.Duration
 }
@@ -142,7 +142,7 @@ func (c *Client) Exec(ctx context.Context, r *proto.ExecRequest) (*proto.ExecRes
 
 // ExecStream is Exec that hands the command's output to out while it runs
 // (proto.ExecRequest.Stream), on this goroutine, so out must not block. The
-// answer is the same as Exec's. An agent that predates streaming answers
+// response is the same as Exec's. An agent that predates streaming responds
 // as Exec does and out is never called.
 func (c *Client) ExecStream(ctx context.Context, r *proto.ExecRequest, out func(*proto.ExecOutput)) (*proto.ExecResponse, error) {
 	sr := *r
@@ -188,7 +188,7 @@ func (c *Client) Signal(ctx context.Context, r *proto.SignalRequest) error {
 }
 
 // Wait waits up to r.Timeout for a process to exit; Running is set in the
-// answer when it has not.
+// response when it has not.
 func (c *Client) Wait(ctx context.Context, r *proto.WaitRequest) (*proto.ProcessInfo, error) {
 	resp, err := c.call(ctx, &proto.Request{Op: proto.OpWait, Wait: r})
 	if err != nil {
@@ -311,8 +311,8 @@ func (c *Client) exchange(ctx context.Context, st *yamux.Stream, req *proto.Requ
 		st.SetDeadline(time.Now())
 		st.Close()
 	})
-	// A sandbox that stopped answering (paused in its engine) ends the
-	// call with the owner's sentence instead of a long wait.
+	// A sandbox that stopped responding (paused in its engine) ends the
+	// call with the owner's error message instead of a long wait.
 	var stalled error
 	// Its close is sent on a goroutine of its own: a pipe that takes
 	// nothing would hold the sender for yamux's write timeout.
@@ -357,7 +357,7 @@ func (c *Client) exchange(ctx context.Context, st *yamux.Stream, req *proto.Requ
 	}
 	st.SetDeadline(time.Time{})
 	if resp.Error != nil {
-		// The answer was read whole: a stream the daemon keeps serves the
+		// The response was read whole: a stream the daemon keeps serves the
 		// next call.
 		if req.Again && resp.Kept {
 			c.putIdle(st)

@@ -97,7 +97,7 @@ func TestClaimNeedsAFencingAgent(t *testing.T) {
 }
 
 // An agent from before sandbox environments is not sent set_env: it would
-// answer an unknown op, and the caller learns what to do instead.
+// reject it as an unknown op, and the caller learns what to do instead.
 func TestSetEnvNeedsAnAgentThatTakesIt(t *testing.T) {
 	a, b := net.Pipe()
 	go fakeAgent(b, proto.HelloResponse{Version: proto.Version, PID: 42, Fencing: true})

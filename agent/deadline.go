@@ -9,7 +9,7 @@ import (
 
 // Every agent operation ends by a deadline of its own, whatever its
 // caller's context allows: a call stuck in the sandbox (a file system that
-// does not answer, a frozen container) fails with a sentence instead of
+// does not respond, a frozen container) fails with an error message instead of
 // holding its caller, and whatever queues behind that caller, for good. An
 // earlier deadline of the caller's still wins.
 const (
@@ -20,7 +20,7 @@ const (
 	// files or a walk of a big tree takes a while on a loaded sandbox.
 	defaultFileTimeout = 2 * time.Minute
 	// opGrace is what exec and wait get beyond their own timeout, for the
-	// agent to kill, reap and answer.
+	// agent to kill, reap and respond.
 	opGrace = time.Minute
 	// defaultExecTimeout mirrors the agent's for an exec without one.
 	defaultExecTimeout = 10 * time.Minute

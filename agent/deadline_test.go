@@ -16,7 +16,7 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// fakeStuckAgent answers hello and never answers anything else, as an
+// fakeStuckAgent responds to hello and never to anything else, as an
 // agent stuck in a file system would.
 func fakeStuckAgent(c net.Conn) {
 	cfg := yamux.DefaultConfig()
@@ -40,8 +40,8 @@ func fakeStuckAgent(c net.Conn) {
 	}
 }
 
-// A call the agent never answers (its read is stuck) fails by its own
-// deadline even when the caller's context has none, with a sentence; the
+// A call the agent never responds to (its read is stuck) fails by its own
+// deadline even when the caller's context has none, with an error message; the
 // session stays usable for the calls after it.
 func TestStuckCallEndsByItsOwnDeadline(t *testing.T) {
 	a, b := net.Pipe()

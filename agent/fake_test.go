@@ -9,12 +9,12 @@ import (
 	"github.com/sandboxd/sandboxd/agent/proto"
 )
 
-// fakeOldAgent answers every request with a hello of another version.
+// fakeOldAgent responds to every request with a hello of another version.
 func fakeOldAgent(c net.Conn) {
 	fakeAgent(c, proto.HelloResponse{Version: proto.Version + 1})
 }
 
-// fakeAgent answers every request with hello.
+// fakeAgent responds to every request with hello.
 func fakeAgent(c net.Conn, hello proto.HelloResponse) {
 	cfg := yamux.DefaultConfig()
 	cfg.LogOutput = io.Discard
@@ -36,7 +36,7 @@ func fakeAgent(c net.Conn, hello proto.HelloResponse) {
 }
 
 // fakeJSONAgent is an agent that predates raw frames: its hello does not
-// advertise them and it answers read_file with the data in JSON. It
+// advertise them and it responds to read_file with the data in JSON. It
 // records whether a request asked for raw frames.
 func fakeJSONAgent(c net.Conn, data []byte, sawRaw chan<- bool) {
 	cfg := yamux.DefaultConfig()

@@ -20,7 +20,7 @@ type idleStream struct {
 }
 
 // reuses reports whether op's call may run on a kept stream: the op is
-// one whose exchange is its request and answer (proto.Reusable), and the
+// one whose exchange is its request and response (proto.Reusable), and the
 // daemon honours Request.Again.
 func (c *Client) reuses(op proto.Op) bool {
 	return c.hello != nil && c.hello.StreamReuse && proto.Reusable(op)
@@ -28,7 +28,7 @@ func (c *Client) reuses(op proto.Op) bool {
 
 // callAgain is call on a kept stream (or a fresh one when none is kept),
 // asking the daemon to keep it; the stream goes back to the client's pool
-// once its answer was read whole and says the daemon kept it, and is closed
+// once its response was read whole and says the daemon kept it, and is closed
 // on any failure (a cancellation included), so a stream in the pool never
 // holds half an exchange nor one the daemon let go.
 func (c *Client) callAgain(ctx context.Context, req *proto.Request) (*proto.Response, error) {

@@ -102,7 +102,7 @@ func TestFileCallsShareOneStream(t *testing.T) {
 }
 
 // Concurrent calls each get a stream; afterwards at most the pool's worth
-// stay, and every answer belongs to its own request.
+// stay, and every response belongs to its own request.
 func TestConcurrentFileCallsKeepTheirAnswers(t *testing.T) {
 	c, _ := countedPair(t)
 	root := t.TempDir()

@@ -6,27 +6,27 @@ import (
 )
 
 // A sandbox frozen in its engine (docker pause) behind sandboxd's back
-// keeps its pipe open and answers nothing: without help a call on that
+// keeps its pipe open and responds to nothing: without help a call on that
 // pipe waits for the session's keepalive to give up (about 40 s) and then
 // says the session ended, which tells the caller nothing useful. So a
-// call that has had no answer for a short while pings the agent, and when
-// the ping is not answered either, asks the client's owner (the sandbox
-// manager, which can read the engine's state) why; an answer of its ends
-// the call with its sentence at once.
+// call that has had no response for a short while pings the agent, and
+// when the ping gets no response either, asks the client's owner (the
+// sandbox manager, which can read the engine's state) why; an error from
+// the owner ends the call with that error message at once.
 
 const (
-	// defaultStallAfter is how long a call waits for its answer before
+	// defaultStallAfter is how long a call waits for its response before
 	// the agent is pinged, and how long that ping may take.
 	defaultStallAfter = time.Second
 	// stallEvery is how often a call that keeps waiting (a long exec, a
-	// wait) pings again once the agent has answered a ping.
+	// wait) pings again once the agent has responded to a ping.
 	stallEvery = 5 * time.Second
 	// stallCheckTimeout bounds one question to the owner.
 	stallCheckTimeout = 5 * time.Second
 )
 
-// WithStallCheck makes a call whose answer has not come within after (0:
-// 1 s) ping the agent and, when the ping is not answered within after
+// WithStallCheck makes a call whose response has not come within after (0:
+// 1 s) ping the agent and, when the ping gets no response within after
 // either, call check. A non-nil error from check (the sandbox is paused,
 // stopped or gone) ends the call with that error, its errdefs class kept;
 // nil lets it wait on, to be asked again a few seconds later. check runs
@@ -40,7 +40,7 @@ func WithStallCheck(after time.Duration, check func(context.Context) error) Clie
 	}
 }
 
-// watchStall watches one call for a sandbox that stopped answering; fail
+// watchStall watches one call for a sandbox that stopped responding; fail
 // is called (at most once, on the watcher's goroutine) with check's error.
 // The watcher starts only once the call has waited stallAfter, so a quick
 // call costs a timer. stop ends the watch and waits for its goroutine.
@@ -85,7 +85,7 @@ func (c *Client) stallLoop(ctx context.Context, fail func(error)) {
 	}
 }
 
-// answersPing reports whether the agent's end of the session answers a
+// answersPing reports whether the agent's end of the session responds to a
 // ping within stallAfter (or ctx ends first, when nobody needs to know).
 func (c *Client) answersPing(ctx context.Context) bool {
 	got := make(chan error, 1)

@@ -17,7 +17,7 @@ import (
 
 // frozenConn is the agent's end of the pipe that can be frozen, as a
 // paused container is: while frozen it reads nothing, so nothing the
-// client sends is answered (net.Pipe has no buffer: the client's writes
+// client sends gets a response (net.Pipe has no buffer: the client's writes
 // wait too).
 type frozenConn struct {
 	net.Conn
@@ -72,9 +72,9 @@ func stallPair(t *testing.T, check func(context.Context) error) (*agent.Client, 
 	return c, fc
 }
 
-// A call on a pipe that stops answering ends within about two stall
-// waits with the owner's sentence (the engine says paused), not after the
-// session's keepalive; once the agent answers again, so do calls.
+// A call on a pipe that stops responding ends within about two stall
+// waits with the owner's error message (the engine says paused), not after
+// the session's keepalive; once the agent responds again, so do calls.
 func TestStalledCallEndsWithTheOwnersSentence(t *testing.T) {
 	var paused atomic.Bool
 	c, fc := stallPair(t, func(context.Context) error {
@@ -110,8 +110,8 @@ func TestStalledCallEndsWithTheOwnersSentence(t *testing.T) {
 	}
 }
 
-// A call that takes long on an agent that answers pings (a long command)
-// never asks the owner, and ends with its own answer.
+// A call that takes long on an agent that responds to pings (a long
+// command) never asks the owner, and ends with its own response.
 func TestLongCallOnALiveAgentIsNotChecked(t *testing.T) {
 	var asked atomic.Int32
 	c, _ := stallPair(t, func(context.Context) error {

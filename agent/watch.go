@@ -49,7 +49,7 @@ func (w *WatchStream) Next() (proto.WatchEvent, error) {
 	return ev, err
 }
 
-// Flush asks for every change made so far; the agent answers with an
+// Flush asks for every change made so far; the agent responds with an
 // event whose Flushed is id, after those changes.
 func (w *WatchStream) Flush(id uint64) error {
 	w.wmu.Lock()
@@ -72,7 +72,7 @@ type WatchStatus struct {
 	Resyncs uint64 // of them, overflows ("many files changed")
 }
 
-// errNoWatch is Sync's answer while the watch is not established.
+// errNoWatch is Sync's error while the watch is not established.
 var errNoWatch = errors.New("the workspace watch is not established")
 
 // Subscribe delivers the changes under root to fn, one batch at a time on
@@ -214,7 +214,7 @@ func (s *Subscription) loop() {
 }
 
 // Sync returns once fn has handled every change made in the sandbox before
-// the call: the agent is asked to flush, and its answer comes after those
+// the call: the agent is asked to flush, and its response comes after those
 // changes. It fails when the watch is not established (the caller then
 // relies on its own checks) or ctx ends first.
 func (s *Subscription) Sync(ctx context.Context) error {
@@ -340,7 +340,7 @@ func (f *feed) handledChan() <-chan struct{} {
 	return f.handledCh
 }
 
-// flush asks the agent for every change so far and waits for its answer,
+// flush asks the agent for every change so far and waits for its response,
 // which run has fanned out after those changes.
 func (f *feed) flush(ctx context.Context) error {
 	f.mu.Lock()

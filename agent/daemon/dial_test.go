@@ -37,7 +37,7 @@ func TestDialUnixSplicesBothWays(t *testing.T) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	conn.Write([]byte("ping"))
-	conn.Close() // half-close: the server sees EOF and answers
+	conn.Close() // half-close: the server sees EOF and responds
 	got, err := io.ReadAll(conn)
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // but only the one holding the conversation's Lease may act on it. Each
 // claims its Lease's epoch on its session; the highest epoch wins, and the
 // sessions it supersedes are closed once their running requests have
-// ended, so that when a claim is answered no request of an older owner —
+// ended, so that when a claim gets its response no request of an older owner —
 // one paused past its Lease that resumes — runs or can start.
 
 const (

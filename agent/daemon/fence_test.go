@@ -52,7 +52,7 @@ func wantSuperseded(t *testing.T, err error, what string, parts ...string) {
 }
 
 // A higher claim closes the session of the lower one, with its running
-// requests ended by the time the claim is answered; lower or rival claims
+// requests ended by the time the claim gets its response; lower or rival claims
 // are refused, also by a daemon restarted on the same state dir; a session
 // that never claimed keeps working throughout.
 func TestClaimFencesOlderReplicas(t *testing.T) {
@@ -78,7 +78,7 @@ func TestClaimFencesOlderReplicas(t *testing.T) {
 	if err := next.Claim(ctx, "replica-1", 2); err != nil {
 		t.Fatalf("higher claim: %v", err)
 	}
-	// When the claim is answered, the old owner's command is gone...
+	// When the claim gets its response, the old owner's command is gone...
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the superseded session's command (pid %d) still exists after the claim: kill 0 = %v", pid, err)
 	}

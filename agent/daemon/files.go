@@ -29,7 +29,7 @@ func newFileService(stateDir string, limits readLimits, hook func(int) error, lo
 	if stateDir != "" {
 		j, err := openJournal(stateDir, log)
 		if err != nil {
-			// Every write_files then fails with this sentence rather than
+			// Every write_files then fails with this error message rather than
 			// commit without the journal it was configured with.
 			log.Error("the agent cannot keep commit journals", "err", err)
 			j = &journal{dir: stateDir, log: log, broken: err}

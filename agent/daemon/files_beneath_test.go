@@ -47,7 +47,7 @@ func swap(t *testing.T, root, outside string) {
 }
 
 // A directory swapped for a symlink after confine checked the path: the
-// open fails with a sentence to retry, and never reads outside.
+// open fails with an error message saying to retry, and never reads outside.
 func TestReadAfterSwapRefused(t *testing.T) {
 	root, outside := swapFixture(t)
 	c, err := confine(root, "sub/f.txt")

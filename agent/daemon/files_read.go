@@ -16,7 +16,7 @@ import (
 
 const (
 	defaultReadMax = 16 << 20
-	// maxReadData keeps one answer's file data under MaxFrame once JSON has
+	// maxReadData keeps one response's file data under MaxFrame once JSON has
 	// spelled it in base64 (4/3 larger) with room for the rest of the frame.
 	maxReadData = proto.MaxFrame / 4 * 3 * 15 / 16
 )
@@ -74,7 +74,8 @@ func (r *beneathRoot) openNonblock(abs, name string) (*os.File, error) {
 	return r.open(abs, name, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
 }
 
-// regularFile refuses, in one sentence, what openRegular must not read.
+// regularFile refuses what openRegular must not read, with an error
+// message saying why.
 func regularFile(fi fs.FileInfo, name string, lim readLimits) error {
 	switch {
 	case fi.IsDir():

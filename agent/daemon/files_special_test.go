@@ -86,7 +86,7 @@ func TestCommitFilesAreHidden(t *testing.T) {
 }
 
 // With WithSingleLinkFiles a file with a second hard link is refused with
-// a sentence saying why and what to do; without it, it is read.
+// an error message saying why and what to do; without it, it is read.
 func TestSingleLinkFiles(t *testing.T) {
 	ctx := testCtx(t)
 	root, outside := t.TempDir(), t.TempDir()

@@ -128,7 +128,7 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 	}
 	committed := false
 	// lateCommit: the commit line is fsynced with the targets' directories
-	// after the entries are in place, not alone before. Until the answer a
+	// after the entries are in place, not alone before. Until the response a
 	// crash may settle the batch either way, and without a durable commit
 	// line recovery rolls back whatever of it reached the disk — which it
 	// can do from the plan alone when every entry replaces or deletes an

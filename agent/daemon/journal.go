@@ -25,14 +25,14 @@ import (
 //	        entry is fsynced with the staged files, before the commit line)
 //	commit  appended once every staged file is fsynced: the staged inodes;
 //	        fsynced with the targets' directories once the entries are in
-//	        place, before the batch is answered
+//	        place, before the response to the batch
 //	abort   appended when the batch failed after its commit line
 //
 // A journal left behind by a killed agent is rolled forward when it has a
 // commit line and no abort line (every staged file is durable, so the new
 // tree can always be completed) and rolled back otherwise. The journal of
 // a finished batch is removed without an fsync, so after a power loss one
-// may come back whose batch was answered; rolling it forward leaves every
+// may come back whose batch got its response; rolling it forward leaves every
 // entry already put in place, and so every later change. Recovery looks at
 // what each name holds now (by inode), so running it again, or after a
 // partial recovery, is harmless. The live owner of a journal holds an
@@ -161,7 +161,7 @@ func (jf *journalFile) write(m journalMark) error {
 }
 
 // finish removes a settled journal; the directory is fsynced so that a
-// journal seen after a crash is always one whose batch was never answered.
+// journal seen after a crash is always one whose batch never got a response.
 func (jf *journalFile) finish() error {
 	err := os.Remove(jf.path)
 	if err == nil {
@@ -175,7 +175,7 @@ func (jf *journalFile) finish() error {
 // without fsyncing the journal directory: the removal becomes durable with
 // the directory's next fsync (the next batch's barrier). One that comes
 // back after a power loss is rolled forward, which leaves alone every
-// entry already put in place (rollForward), so it costs the answer no
+// entry already put in place (rollForward), so it costs the response no
 // fsync round.
 func (jf *journalFile) release() error {
 	err := os.Remove(jf.path)

@@ -145,9 +145,9 @@ func pathErr(op string, e *journalEntry, err error) error {
 // placed reports whether e's staged file has left its stage name, so the
 // entry was put in place once, whatever changed the target since. A
 // journal whose removal was not yet durable comes back after a power loss
-// although its batch was answered (files_write.go removes it without fsyncing
-// the journal directory); completing such an entry again would put the
-// batch's leftovers (the old file, under the stage name after the
+// although its batch got its response (files_write.go removes it without
+// fsyncing the journal directory); completing such an entry again would
+// put the batch's leftovers (the old file, under the stage name after the
 // exchange) over a later change, or bring back a file deleted since.
 func (e *journalEntry) placed(dfd int) bool {
 	if e.Delete || e.staged == 0 {

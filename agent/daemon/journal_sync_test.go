@@ -212,10 +212,10 @@ func TestLateCommitLineRollsBackFromThePlan(t *testing.T) {
 	}
 }
 
-// The journal of an answered batch is removed without an fsync, so a power
-// loss may bring it back, with its commit line, and perhaps the batch's
-// hidden old file too. Recovery must then leave every later change alone:
-// neither put the old file over a later write nor bring back a file
+// The journal of a batch that got its response is removed without an fsync,
+// so a power loss may bring it back, with its commit line, and perhaps the
+// batch's hidden old file too. Recovery must then leave every later change
+// alone: neither put the old file over a later write nor bring back a file
 // deleted since, and not fail.
 func TestStaleJournalLeavesLaterChanges(t *testing.T) {
 	for _, later := range []proto.WriteFile{

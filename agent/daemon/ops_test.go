@@ -102,7 +102,7 @@ func parseDirWith(t *testing.T, fset *token.FileSet, dir string) map[string]*ast
 }
 
 // Every op the client can send reaches a handler: an op it sends that the
-// table lacks would be answered as unknown in every sandbox.
+// table lacks would be rejected as unknown in every sandbox.
 func TestEveryClientOpHasAHandler(t *testing.T) {
 	declared := protoOps(t)
 	sent := clientOps(t)
@@ -156,7 +156,7 @@ func TestUnknownOpIsRefusedInOneSentence(t *testing.T) {
 
 // Every op in the table is reached over the wire: sent without its body,
 // an op that needs one is refused for the missing body (not as unknown),
-// and hello and list, which need none, are answered.
+// and hello and list, which need none, get their responses.
 func TestEveryOpIsServedOverTheWire(t *testing.T) {
 	srv := New()
 	sess := rawSession(t, srv)

@@ -24,7 +24,7 @@ import (
 // otherwise); the pid guard's watch while supervised; per exec a copier
 // per output pipe, one writing stdin, one sending streamed output
 // (procs_liveexec.go) and, supervised, the status reader and a follower
-// that outlives the answer until the supervisor exits; per spawned process one pump per output pipe plus one copier per attachment;
+// that outlives the response until the supervisor exits; per spawned process one pump per output pipe plus one copier per attachment;
 // per wait and exec one reader watching the stream for the client leaving.
 // Shutdown: stop refuses new commands, kills every running exec and stops
 // the guard; close then kills every spawned process group, waits (bounded)
@@ -144,7 +144,7 @@ func (ps *processService) isClosed() bool {
 }
 
 // stop refuses every command from now on, kills the running execs (their
-// handlers then answer) and stops the pid guard.
+// handlers then respond) and stops the pid guard.
 func (ps *processService) stop() {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()

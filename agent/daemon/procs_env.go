@@ -85,7 +85,7 @@ func (e *sandboxEnv) apply(r *proto.SetEnvRequest) error {
 	}
 	if e.path != "" {
 		b, _ := json.Marshal(r.Env)
-		// Recorded before it is answered: a restarted daemon must apply
+		// Recorded before the response: a restarted daemon must apply
 		// what the claim was told it set.
 		if err := writeDurable(e.path, b); err != nil {
 			return errdefs.Unavailable("the agent cannot record the sandbox's environment in %s (%v); check the agent's state directory and retry", e.path, err)

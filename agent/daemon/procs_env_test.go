@@ -101,7 +101,7 @@ func TestSetEnvRefusedAfterACommand(t *testing.T) {
 	}
 }
 
-// Bad names are refused with a sentence, and nothing is recorded.
+// Bad names are refused with an error message, and nothing is recorded.
 func TestSetEnvRefusesBadNames(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state")
 	_, c := startPair(t, daemon.WithStateDir(state))

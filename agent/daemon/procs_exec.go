@@ -88,7 +88,7 @@ func (ps *processService) exec(ctx context.Context, st *yamux.Stream, r *proto.E
 		return nil, err
 	}
 	if clientGone.Err() != nil && ctx.Err() == nil && !resp.TimedOut {
-		// Nobody is left to read the answer; say so in the log only.
+		// Nobody is left to read the response; say so in the log only.
 		ps.log.Info("killed a command whose client went away", "argv0", r.Argv[0])
 	}
 	return resp, nil

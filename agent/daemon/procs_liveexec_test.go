@@ -14,7 +14,7 @@ import (
 // TestExecStreamOutputWhileRunning: the first line arrives while the
 // command still runs — the command goes on only once the test has seen it
 // (it waits for a file the output callback creates) — and the response is
-// what a plain exec answers.
+// what a plain exec returns.
 func TestExecStreamOutputWhileRunning(t *testing.T) {
 	_, c := startPair(t)
 	gate := filepath.Join(t.TempDir(), "seen")

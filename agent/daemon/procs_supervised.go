@@ -260,8 +260,8 @@ func (c *supervisedCall) apply(resp *proto.ExecResponse, ev callEvent) (done boo
 }
 
 // late takes into resp a kill for the pid reserve of what the command left
-// running, when the guard picked this call before the answer went out: the
-// answer then says why the background processes are gone.
+// running, when the guard picked this call before the response went out:
+// the response then says why the background processes are gone.
 func (c *supervisedCall) late(resp *proto.ExecResponse) {
 	if c.ps.guard == nil || resp.OutOfPids || !c.ps.guard.picked(c.pid) {
 		return

@@ -19,7 +19,7 @@ func TestHelloAdvertisesStreamReuse(t *testing.T) {
 }
 
 // A file op asking to keep its stream is followed by more requests on it,
-// raw answers and error answers included; the stream ends when the client
+// raw responses and error responses included; the stream ends when the client
 // closes it.
 func TestReusedStreamServesRequestsInTurn(t *testing.T) {
 	root := t.TempDir()
@@ -69,7 +69,7 @@ func TestReusedStreamServesRequestsInTurn(t *testing.T) {
 }
 
 // Ops that are not reusable (an exec watches its stream for the client
-// leaving) close their stream after the answer even when asked to keep it.
+// leaving) close their stream after the response even when asked to keep it.
 func TestAgainIsIgnoredForExec(t *testing.T) {
 	sess := rawSession(t, New())
 	st, err := sess.OpenStream()
@@ -90,7 +90,7 @@ func TestAgainIsIgnoredForExec(t *testing.T) {
 }
 
 // A refusal after which the daemon closes the stream (raw frames it could
-// not read leave it out of step) says so: the answer is not kept, and the
+// not read leave it out of step) says so: the response is not kept, and the
 // stream ends.
 func TestRefusedRawWriteIsNotKept(t *testing.T) {
 	root := t.TempDir()

@@ -178,9 +178,9 @@ func (s *Server) reply(st *yamux.Stream, resp *proto.Response, err error) bool {
 	return werr == nil
 }
 
-// replyRaw writes a successful answer with its file data as raw frames
-// (proto.Request.Raw); an answer over the caps becomes the same error
-// reply answers over the cap get.
+// replyRaw writes a successful response with its file data as raw frames
+// (proto.Request.Raw); a response over the caps becomes the same error
+// that reply gives responses over the cap.
 func (s *Server) replyRaw(st *yamux.Stream, resp *proto.Response) bool {
 	if resp.ReadFile == nil && resp.ReadFiles == nil {
 		return s.reply(st, resp, nil)

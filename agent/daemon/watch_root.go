@@ -468,7 +468,7 @@ func (w *rootWatch) flushLocked() {
 	}
 }
 
-// requestFlush answers sub's flush id once every change made before it
+// requestFlush responds to sub's flush id once every change made before it
 // has been sent: a file made in the barrier directory comes back through
 // the same inotify queue after them.
 func (w *rootWatch) requestFlush(sub *watchSub, id uint64) {
@@ -484,7 +484,7 @@ func (w *rootWatch) requestFlush(sub *watchSub, id uint64) {
 	w.mu.Unlock()
 	if bdir == "" || os.WriteFile(filepath.Join(bdir, name), nil, 0o600) != nil {
 		// No barrier directory: the changes the kernel queued are read
-		// within moments; answer after a short pause instead.
+		// within moments; respond after a short pause instead.
 		time.AfterFunc(20*time.Millisecond, func() { w.barrierSeen(name) })
 	}
 }

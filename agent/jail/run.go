@@ -36,7 +36,7 @@ func Main(args []string) int {
 	return runOuter(s)
 }
 
-// Check reports, in one sentence, why jails cannot be made here (nil when
+// Check returns an error saying why jails cannot be made here (nil when
 // they can): it asks for what a jail needs, without making one.
 func Check() error {
 	if os.Geteuid() != 0 {

@@ -22,7 +22,7 @@ func TestArgsRoundTrip(t *testing.T) {
 }
 
 // A jail never runs its program as root, and refuses what it cannot
-// confine, in a sentence that names the flag.
+// confine, with an error message that names the flag.
 func TestParseRefuses(t *testing.T) {
 	for args, want := range map[string]string{
 		"--uid 0 --gid 0 --scratch /s -- sh":          "never runs its program as root",

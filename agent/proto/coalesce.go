@@ -22,7 +22,7 @@ const (
 
 // DefaultHold is how long CoalesceWrites keeps a stream's open or accept
 // frame back waiting for the next write: a request follows its stream's
-// open at once, an answer its accept within the handler's time.
+// open at once, a response its accept within the handler's time.
 const DefaultHold = time.Millisecond
 
 const (
@@ -40,7 +40,7 @@ const (
 // the wrapper holds the header and writes it together with the body. It
 // also holds the header-only frames that open or accept a stream (no one
 // waits on them) until the next write, or at most hold, so they ride along
-// with the next frame: a request goes out with its stream's open, an answer
+// with the next frame: a request goes out with its stream's open, a response
 // with its stream's accept. Everything else — closes, window updates,
 // pings, go-aways, resets — goes out at once, after what was held, so the
 // order of the bytes never changes. (Closes are not held: a close is

@@ -172,7 +172,7 @@ func mustWrite(t *testing.T, w io.Writer, p []byte) {
 	}
 }
 
-// TestCoalesceOverYamux runs request/answer exchanges, as the agent client
+// TestCoalesceOverYamux runs request/response exchanges, as the agent client
 // and daemon do, over real yamux sessions and counts the writes each side
 // makes: two per exchange (the message with its stream's open or accept,
 // then the close), where yamux alone makes four (open or accept, header,

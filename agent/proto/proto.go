@@ -58,16 +58,16 @@ type Request struct {
 	// Raw moves file data out of JSON into raw frames (raw.go), for a
 	// daemon that advertises HelloResponse.RawData: a write_files request
 	// frame is followed by one raw frame per file, in order (empty for a
-	// delete), and the answer to a read_file (one frame) or read_files
+	// delete), and the response to a read_file (one frame) or read_files
 	// (one per file, empty when skipped) is, unless it is an error. Each
 	// message's raw frames end with a RawEnd frame, and its JSON leaves
 	// the data fields empty. Other ops ignore it.
 	Raw bool `json:"raw,omitempty"`
-	// Again keeps the stream for another request after this one's answer,
+	// Again keeps the stream for another request after this one's response,
 	// for the ops Reusable names, with a daemon that advertises
 	// HelloResponse.StreamReuse: the client sends its next request on it
 	// instead of opening a stream, so a call crosses the pipe as two
-	// messages (request, answer) rather than four (with the open's accept
+	// messages (request, response) rather than four (with the open's accept
 	// and both closes riding separately). Either side closing the stream
 	// ends it; a client reuses only streams idle for less than
 	// ReuseIdle, and the daemon waits twice that for the next request.
@@ -94,7 +94,7 @@ type Request struct {
 type Response struct {
 	// Kept says the daemon waits on this stream for the client's next
 	// request (Request.Again honoured); a client reuses a stream only
-	// after an answer that says so, so a stream the daemon closes after
+	// after a response that says so, so a stream the daemon closes after
 	// a refusal is never taken again.
 	Kept      bool               `json:"kept,omitempty"`
 	Error     *Error             `json:"error,omitempty"`
@@ -130,17 +130,17 @@ type HelloResponse struct {
 	// socket) and serves the session on them directly, so no process copies
 	// the bytes in between. Attach bridges by copying when it is false.
 	FDHandoff bool `json:"fd_handoff,omitempty"`
-	// Fencing says the daemon takes OpClaim. An older daemon answers it
+	// Fencing says the daemon takes OpClaim. An older daemon rejects it
 	// as an unknown op; the client refuses to claim one without asking.
 	Fencing bool `json:"fencing,omitempty"`
 	// Watch says the daemon takes OpWatch; with an older one sandboxd
 	// relies on the mtime checks it makes at each call.
 	Watch bool `json:"watch,omitempty"`
 	// RawData says the daemon takes Request.Raw. An older daemon would
-	// ignore the field and answer in JSON, so the client sets it only
+	// ignore the field and respond in JSON, so the client sets it only
 	// when this is set.
 	RawData bool `json:"raw_data,omitempty"`
-	// SandboxEnv says the daemon takes OpSetEnv. An older daemon answers
+	// SandboxEnv says the daemon takes OpSetEnv. An older daemon rejects
 	// it as an unknown op; the client refuses to send it without asking.
 	SandboxEnv bool `json:"sandbox_env,omitempty"`
 	// StreamReuse says the daemon honours Request.Again.
@@ -153,9 +153,9 @@ type HelloResponse struct {
 const ReuseIdle = time.Minute
 
 // Reusable reports whether op's stream may carry another request after
-// its answer (Request.Again): the file ops, whose whole exchange is their
-// request and answer frames. Ops that watch their stream for the client
-// going away (exec, wait) or carry bytes after the answer never are.
+// its response (Request.Again): the file ops, whose whole exchange is their
+// request and response frames. Ops that watch their stream for the client
+// going away (exec, wait) or carry bytes after the response never are.
 func Reusable(op Op) bool {
 	switch op {
 	case OpReadFile, OpReadFiles, OpWriteFiles, OpStat, OpWalk:
@@ -188,7 +188,7 @@ type ReadFileResponse struct {
 
 // ReadFilesRequest reads many files in one round trip (for search tools).
 // Files larger than MaxBytesEach are skipped with Skipped set; the total
-// answer is capped at MaxTotal (0: 48 MiB) and the rest reported as Missing.
+// response is capped at MaxTotal (0: 48 MiB) and the rest reported as Missing.
 type ReadFilesRequest struct {
 	Root         string   `json:"root"`
 	Paths        []string `json:"paths"`
@@ -514,7 +514,7 @@ type WatchResponse struct {
 }
 
 // WatchControl is a frame sandboxd sends on a watch stream. Flush asks for
-// every change made before it to be sent now: the agent answers with an
+// every change made before it to be sent now: the agent responds with an
 // event whose Flushed is this id, after the changes.
 type WatchControl struct {
 	Flush uint64 `json:"flush,omitempty"`
@@ -522,7 +522,7 @@ type WatchControl struct {
 
 // WatchEvent is one coalesced batch. Seq rises by one per event of the
 // watch (a gap means events were lost: treat it as Overflow). Flushed,
-// when set, answers WatchControl.Flush.
+// when set, is the response to WatchControl.Flush.
 type WatchEvent struct {
 	Seq      uint64        `json:"seq"`
 	Changes  []WatchChange `json:"changes,omitempty"`

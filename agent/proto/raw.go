@@ -162,9 +162,9 @@ func unexpectedEOF(err error) error {
 	return err
 }
 
-// TakeData moves the file data out of a read answer, in the order raw
+// TakeData moves the file data out of a read response, in the order raw
 // frames carry it: the one file of ReadFile, or each file of ReadFiles.
-// The answer's Data fields are left nil.
+// The response's Data fields are left nil.
 func (r *Response) TakeData() [][]byte {
 	switch {
 	case r.ReadFile != nil:
@@ -181,8 +181,8 @@ func (r *Response) TakeData() [][]byte {
 	return nil
 }
 
-// PutData puts raw frames' data back into a read answer (TakeData's
-// inverse); a count that does not match the answer is an error.
+// PutData puts raw frames' data back into a read response (TakeData's
+// inverse); a count that does not match the response is an error.
 func (r *Response) PutData(blobs [][]byte) error {
 	switch {
 	case r.ReadFile != nil:
