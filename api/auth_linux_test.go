@@ -10,7 +10,7 @@ import (
 )
 
 // fullTemp is a real temporary token file whose writes go to /dev/full,
-// where the kernel answers every write with "no space left on device".
+// where the kernel fails every write with "no space left on device".
 type fullTemp struct {
 	*os.File // the temporary file: its name, sync and close
 	full     *os.File

@@ -15,9 +15,9 @@ import (
 // either long for a small body or short for a 16 MiB tool call on a slow
 // link, and its failure reads as an i/o error; so the API gives each body
 // a deadline of its own — a grace plus time in proportion to its length —
-// answers a body that misses it with a sentence, and closes the
+// responds to a body that misses it with an error message, and closes the
 // connection. The deadline is on the connection's read side only and ends
-// with the body: answers (SSE streams, tool calls that run for minutes)
+// with the body: responses (SSE streams, tool calls that run for minutes)
 // get no deadline.
 
 // DefaultBodyTimeout is the time every body gets; a long one gets one more
@@ -107,7 +107,7 @@ func (p *pacedBody) finish() {
 	}
 }
 
-// tooSlow is the sentence for a body that missed its deadline.
+// tooSlow is the error message for a body that missed its deadline.
 func (p *pacedBody) tooSlow() string {
 	got := fmt.Sprintf("%d bytes", p.read)
 	if p.length >= 0 {

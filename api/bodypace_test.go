@@ -40,7 +40,7 @@ func pacedServer(t *testing.T, timeout time.Duration) *httptest.Server {
 }
 
 // trickle sends a request's head and then its body a byte at a time, every
-// gap, until the server answers or closes; it returns what the server sent.
+// gap, until the server responds or closes; it returns what the server sent.
 func trickle(t *testing.T, addr, head, body string, gap time.Duration) (status int, answer string, closed bool) {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)

@@ -18,17 +18,17 @@ type Calls interface {
 var _ Calls = (*callrec.Recorder)(nil)
 
 // WithCalls serves GET /v1/runs/{id}/calls from c. Without it the route
-// answers 503: no recorder is wired.
+// responds 503: no recorder is wired.
 func WithCalls(c Calls) Option { return func(s *Server) { s.calls = c } }
 
 // callsHeartbeat is the comment interval of a silent call stream: a dead
 // connection is found by a failing write.
 const callsHeartbeat = 15 * time.Second
 
-// listCalls answers the run's recent tool calls (oldest first) as JSON, or
-// with Accept: text/event-stream as an SSE stream: those calls, then each
-// call as it finishes, one `call` event each. A stream whose reader falls
-// too far behind ends; the reader reconnects and skips what it has by seq.
+// listCalls responds with the run's recent tool calls (oldest first) as JSON,
+// or with Accept: text/event-stream as an SSE stream: those calls, then each
+// call as it finishes, one `call` event each. A stream whose reader falls too
+// far behind ends; the reader reconnects and skips what it has by seq.
 func (s *Server) listCalls(w http.ResponseWriter, r *http.Request, tenant string) error {
 	if s.calls == nil {
 		return errdefs.Unavailable("this sandboxd records no tool calls (no call recorder is wired); the call log cannot be shown")

@@ -12,7 +12,7 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// Oversized bodies answer 400 invalid_argument rather than 413 (not in the
+// Oversized bodies get 400 invalid_argument rather than 413 (not in the
 // contract's list) or 429 (which says "retry later", and a retry of the same
 // body can never succeed).
 
@@ -25,7 +25,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	case errors.As(err, &mbe):
 		return nil, errdefs.InvalidArgument("request body is larger than %d bytes; send a smaller body", limit)
 	case errors.Is(err, errBodyTooSlow) && paced != nil:
-		// The connection's read side is spent: answer, then close it.
+		// The connection's read side is spent: respond, then close it.
 		w.Header().Set("Connection", "close")
 		return nil, errdefs.InvalidArgument("%s", paced.tooSlow())
 	case err != nil:

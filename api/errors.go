@@ -35,7 +35,7 @@ func StatusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-// writeError answers with err's status and the error body. Internal errors
+// writeError responds with err's status and the error body. Internal errors
 // are logged with the request id so an operator can find the cause.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	status := StatusOf(err)
@@ -50,14 +50,14 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
 }
 
-// writeJSON answers with v as JSON.
+// writeJSON responds with v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	buf := answerBufs.Get().(*bytes.Buffer)
 	defer putAnswerBuf(buf)
 	buf.Reset()
 	// Encode writes json.Marshal's bytes and a newline.
 	if err := json.NewEncoder(buf).Encode(v); err != nil {
-		// Only a bug gets here: every answer type marshals.
+		// Only a bug gets here: every response type marshals.
 		status = http.StatusInternalServerError
 		buf.Reset()
 		buf.WriteString(`{"error":{"code":"internal","message":"the answer could not be encoded; this is a bug in sandboxd"}}` + "\n")
@@ -65,13 +65,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
-	// A known length spares the answer chunked encoding.
+	// A known length spares the response chunked encoding.
 	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
 }
 
-// answerBufs holds the buffers answers are encoded into; buffers that grew
+// answerBufs holds the buffers responses are encoded into; buffers that grew
 // past maxPooledAnswer are left to the collector rather than kept.
 var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 

@@ -18,7 +18,7 @@ import (
 )
 
 // leakySandboxes is a sandbox manager that ignores the tenant everywhere:
-// it answers by id or conversation alone. Tenant isolation tests run on it
+// it looks up by id or conversation alone. Tenant isolation tests run on it
 // so that they show the API itself never hands out another tenant's object.
 type leakySandboxes struct {
 	workspace string
@@ -246,7 +246,7 @@ func (h *harness) do(method, path, token, body string) answer {
 	return answer{status: resp.StatusCode, header: resp.Header, body: []byte(sb.String())}
 }
 
-// must does a request and decodes a success answer into v.
+// must does a request and decodes a success response into v.
 func (h *harness) must(method, path, token, body string, want int, v any) {
 	h.t.Helper()
 	a := h.do(method, path, token, body)

@@ -37,7 +37,7 @@ func (s *Server) newMCP() *mcp.Handler {
 		mcp.WithBodyReader(func(w http.ResponseWriter, r *http.Request) ([]byte, error) { return readBody(w, r, s.maxTool) }))
 }
 
-// serveMCP answers /v1/runs/{id}/mcp for an authenticated tenant (or the
+// serveMCP serves /v1/runs/{id}/mcp for an authenticated tenant (or the
 // run's own token).
 func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, tenant string) error {
 	s.mcp.ServeRun(w, r, tenant, r.PathValue("id"))
@@ -47,7 +47,7 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request, tenant string)
 // EndMCPSessions ends the MCP sessions of a run that ended: wire it into
 // the run store's end hook, so a run that expires or ends with its parent
 // drops them at once (DELETE /v1/runs/{id} does it itself; until then a
-// session of an ended run answers 404 on its next use and is dropped).
+// session of an ended run gets 404 on its next use and is dropped).
 func (s *Server) EndMCPSessions(run string) {
 	if s.mcp != nil {
 		s.mcp.DropRun(run)

@@ -45,7 +45,7 @@ func tenantOf(ctx context.Context) string {
 	return ""
 }
 
-// statusWriter records the status and size of an answer.
+// statusWriter records the status and size of a response.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -141,7 +141,7 @@ func incomingRequestID(id string) string {
 // tenantHandler is a handler that runs for an authenticated tenant.
 type tenantHandler func(w http.ResponseWriter, r *http.Request, tenant string) error
 
-// authed checks the bearer token, then runs h and answers its error. A
+// authed checks the bearer token, then runs h and writes its error. A
 // run-scoped token (a worker's) is refused here: it is good only on
 // runAuthed endpoints of its own run.
 func (s *Server) authed(h tenantHandler) http.Handler {

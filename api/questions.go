@@ -21,7 +21,7 @@ type Questions interface {
 }
 
 // WithQuestions serves the question endpoints from q. Without it they
-// answer 503: no question port is wired.
+// respond 503: no question port is wired.
 func WithQuestions(q Questions) Option { return func(s *Server) { s.questions = q } }
 
 // streamWriteTimeout bounds one write to an SSE stream: a console that
@@ -44,7 +44,7 @@ func validSpace(space string) error {
 	return nil
 }
 
-// listQuestions answers the space's pending questions as JSON, or as an
+// listQuestions responds with the space's pending questions as JSON, or as an
 // SSE stream when the client accepts text/event-stream.
 func (s *Server) listQuestions(w http.ResponseWriter, r *http.Request, tenant string) error {
 	qp, err := s.questionPort()
@@ -125,7 +125,7 @@ func sseEvent(name string, v any) []byte {
 	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", name, data)
 }
 
-// AnswerResult is the answer to POST /v1/questions/{id}/answer.
+// AnswerResult is the response to POST /v1/questions/{id}/answer.
 type AnswerResult struct {
 	ID     string `json:"id"`
 	Status string `json:"status"` // answered or skipped

@@ -2,8 +2,8 @@ package api
 
 import "net/http"
 
-// ReadyStatus is /readyz's answer while sandboxd serves: "ok", or
-// "degraded" with one sentence per problem that leaves it serving (a warm
+// ReadyStatus is /readyz's response while sandboxd serves: "ok", or
+// "degraded" with one message per problem that leaves it serving (a warm
 // pool that cannot refill: creates of its image are made cold meanwhile).
 type ReadyStatus struct {
 	Status   string   `json:"status"`
@@ -11,7 +11,7 @@ type ReadyStatus struct {
 }
 
 // WithReadyNotes makes /readyz name the degradations notes returns. They
-// keep the status 200: only an engine that does not answer makes sandboxd
+// keep the status 200: only an engine that does not respond makes sandboxd
 // not ready, since that alone stops it from serving.
 func WithReadyNotes(notes func() []string) Option { return func(s *Server) { s.readyNotes = notes } }
 

@@ -94,7 +94,7 @@ func Routes() []Route {
 
 // route is one entry of the table.
 type route struct {
-	openapi.Route // the contract: Method, Path, ID, bodies and answers
+	openapi.Route // the contract: Method, Path, ID, bodies and responses
 	scope         Scope
 	// noDoc keeps the route out of the contract: the console's pages and
 	// redirects, and the JSON 404 of an unknown path.
@@ -218,7 +218,7 @@ func routeTable() []route {
 				{Status: 202, Description: "A notification or response, accepted."}},
 				mcpErrors(400, 403, 404, 406, 415, 429)...),
 			Errors: []int{unauth}}},
-		// GET is routed so the handler answers it as the transport says
+		// GET is routed so the handler responds to it as the transport says
 		// (405: no server-initiated stream), not as an unknown route.
 		{scope: ScopeRun, serve: runAuthed((*Server).serveMCP), Route: openapi.Route{Method: "GET", Path: "/v1/runs/{id}/mcp", ID: "mcpGet", Tags: []string{mcpTag}, Summary: "No server-initiated stream: always 405, as the transport allows.",
 			Responses: mcpErrors(404, 405), Errors: []int{unauth}}},

@@ -91,7 +91,7 @@ func TestWorkdirInsideWorkspace(t *testing.T) {
 }
 
 // A run whose conversation has no sandbox says which tools are absent and
-// why, in POST /v1/runs and GET /v1/runs/{id}; calling one answers 404 with
+// why, in POST /v1/runs and GET /v1/runs/{id}; calling one gets 404 with
 // the reason; once the sandbox exists the same run sees them.
 func TestRunSaysWhatIsUnavailable(t *testing.T) {
 	h := newHarness(t)

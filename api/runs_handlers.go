@@ -42,7 +42,7 @@ func (s *Server) createRun(w http.ResponseWriter, r *http.Request, tenant string
 	return nil
 }
 
-// getRun answers GET /v1/runs/{id}: the run as POST /v1/runs answered it,
+// getRun serves GET /v1/runs/{id}: the run as POST /v1/runs returned it,
 // with the tool list and what is absent as they stand now.
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request, tenant string) error {
 	run, env, err := s.pathRunEnv(r, tenant)
@@ -303,7 +303,7 @@ func (s *Server) lookup(ctx context.Context, run tools.Run) (*sandbox.Info, erro
 // is passed down: the workdir is mapped onto the sandbox's workspace here
 // (tools.Workdir), and the tools' accessor opens the pipe of that sandbox
 // without checking the tenant again. A conversation whose sandbox was
-// replaced since the lookup gets the gone sentence; its next call finds
+// replaced since the lookup gets the "gone" error message; its next call finds
 // the new one.
 func (s *Server) envOf(ctx context.Context, run tools.Run, sb *sandbox.Info) *tools.Env {
 	if sb != nil {

@@ -99,7 +99,7 @@ type Server struct {
 	bodyTimeout time.Duration
 	envHooks    []EnvHook
 	questions   Questions
-	calls       Calls // the call recorder (WithCalls); nil: GET /v1/runs/{id}/calls answers 503
+	calls       Calls // the call recorder (WithCalls); nil: GET /v1/runs/{id}/calls responds 503
 	runTokens   *RunTokens
 	onBuilt     []func(http.Handler)
 	mcp         *mcp.Handler // /v1/runs/{id}/mcp
@@ -215,8 +215,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Status{Status: "ok"})
 }
 
-// readyzTimeout bounds the engine ping, so a hung engine answers "not ready"
-// rather than hanging the probe.
+// readyzTimeout bounds the engine ping, so a hung engine makes /readyz say
+// "not ready" rather than hanging the probe.
 const readyzTimeout = 2 * time.Second
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

@@ -110,7 +110,7 @@ func TestTenantIsolation(t *testing.T) {
 		if eb.Code != "not_found" {
 			t.Errorf("B %s %s: code %s", tc.method, tc.path, eb.Code)
 		}
-		// Same answer as for an object that does not exist at all.
+		// Same response as for an object that does not exist at all.
 		ghostPath := strings.NewReplacer(sb.ID, "sb-404", runA.ID, "run_404").Replace(tc.path)
 		ghostBody := strings.ReplaceAll(tc.body, runA.ID, "run_404")
 		ghost := h.do(tc.method, ghostPath, tokenA, ghostBody).errBody(t)
@@ -495,7 +495,7 @@ func TestPanicAnswers500AndIsLogged(t *testing.T) {
 	if !strings.Contains(logs, `"handler panic"`) || !strings.Contains(logs, "boom") || !strings.Contains(logs, rid) {
 		t.Errorf("panic not logged: %s", logs)
 	}
-	// The server still answers.
+	// The server still responds.
 	if ans := h.do("GET", "/healthz", "", ""); ans.status != 200 {
 		t.Errorf("healthz after panic: %d", ans.status)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // statser is an optional capability of Sandboxes: a sandbox's resource use
-// as the engine reports it; a backend that cannot say answers an error
+// as the engine reports it; a backend that cannot say returns an error
 // that is sandbox.ErrNoStats.
 type statser interface {
 	Stats(ctx context.Context, tenant, id string) (sandbox.Stats, error)
@@ -23,7 +23,7 @@ var _ statser = (*sandbox.Manager)(nil)
 // second, and a hung engine must not hold the console's refresh.
 const statsTimeout = 10 * time.Second
 
-// SandboxStats is the answer to GET /v1/sandboxes/{id}/stats. Available is
+// SandboxStats is the response to GET /v1/sandboxes/{id}/stats. Available is
 // false (with Reason) where the backend or the sandbox's state gives no
 // figures; the figures are then left out.
 type SandboxStats struct {

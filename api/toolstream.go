@@ -31,7 +31,7 @@ const (
 )
 
 // StreamError is the data of the `error` event: the error body a plain call
-// answers, with the HTTP status it would have had.
+// returns, with the HTTP status it would have had.
 type StreamError struct {
 	Status int         `json:"status"`
 	Error  ErrorDetail `json:"error"`
@@ -51,7 +51,7 @@ func WithToolStream(heartbeat time.Duration, maxBytes int64) Option {
 	}
 }
 
-// wantsStream reports whether the client asked for an SSE answer.
+// wantsStream reports whether the client asked for an SSE response.
 func wantsStream(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
@@ -62,12 +62,12 @@ type callOutcome struct {
 	err error
 }
 
-// streamCall runs a tool call whose answer is an SSE stream: `output`
+// streamCall runs a tool call whose response is an SSE stream: `output`
 // events while it runs, a `: heartbeat` comment while it is silent, and one
-// `result` event with the exact JSON a plain call answers (or one `error`
-// event, see StreamError). Nothing is written until the first event, so a
-// call that fails before it streamed anything (a tool the run does not
-// see) still answers a real HTTP status.
+// `result` event with the exact JSON a plain call responds with (or one
+// `error` event, see StreamError). Nothing is written until the first event,
+// so a call that fails before it streamed anything (a tool the run does not
+// see) still responds with a real HTTP status.
 //
 // The call runs on a goroutine of its own with the request's context, as a
 // plain call does: a client that disconnects ends the call as it would end
@@ -112,7 +112,7 @@ func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, env *tools.E
 	}
 }
 
-// finishStream answers the call's outcome as the stream's last event. An
+// finishStream writes the call's outcome as the stream's last event. An
 // error before anything was streamed keeps its real HTTP status and plain
 // body; a result is always the `result` event a client asking for a
 // stream waits for, even from a call that printed nothing.
@@ -132,7 +132,7 @@ func (s *Server) finishStream(sw *sseWriter, r *http.Request, out callOutcome) e
 	return nil
 }
 
-// normalized is res as a plain call answers it.
+// normalized is res as a plain call returns it.
 func normalized(res tools.Result) tools.Result {
 	if res.Content == nil {
 		res.Content = []tools.Block{}
@@ -140,7 +140,7 @@ func normalized(res tools.Result) tools.Result {
 	return res
 }
 
-// sseWriter writes one SSE answer: the headers with the first event, each
+// sseWriter writes one SSE response: the headers with the first event, each
 // event flushed, each write bounded by streamWriteTimeout. After a write
 // fails it writes nothing more.
 type sseWriter struct {

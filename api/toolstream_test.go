@@ -95,7 +95,7 @@ func registryWith(ts ...*testTool) *tools.Registry {
 
 // TestStreamedCallShowsOutputWhileItRuns: the first output event arrives
 // while the tool still waits (it goes on only once the test has read it),
-// the result event is byte for byte a plain call's answer, and a plain
+// the result event is byte for byte a plain call's response, and a plain
 // call of the same tool is unchanged.
 func TestStreamedCallShowsOutputWhileItRuns(t *testing.T) {
 	release := make(chan struct{})
@@ -330,9 +330,9 @@ func TestStreamedCallSlowClient(t *testing.T) {
 	}
 }
 
-// TestStreamedQuickCallIsAStream: a call that ends before it printed
-// anything or heartbeat still answers the stream asked for, its result as
-// the one result event.
+// TestStreamedQuickCallIsAStream: a call that ends before it printed anything
+// or heartbeat still responds with the stream asked for, its result as the
+// one result event.
 func TestStreamedQuickCallIsAStream(t *testing.T) {
 	quick := &testTool{spec: tools.Spec{Name: "quick", Description: "answers at once"},
 		call: func(ctx context.Context, env *tools.Env, args json.RawMessage) (tools.Result, error) {

@@ -59,7 +59,7 @@ type CreateRunRequest struct {
 	Parent       string `json:"parent,omitempty"`   // the spawning run
 }
 
-// Run is the answer to POST /v1/runs and GET /v1/runs/{id}.
+// Run is the response to POST /v1/runs and GET /v1/runs/{id}.
 type Run struct {
 	ID           string     `json:"id"`
 	Conversation string     `json:"conversation"`
@@ -106,18 +106,19 @@ type ToolSpec = tools.Spec
 // what would bring them in.
 type Unavailable = tools.Unavailable
 
-// ToolResult is the answer to a tool call.
+// ToolResult is the result of a tool call.
 type ToolResult = tools.Result
 
 // Block is one piece of a ToolResult.
 type Block = tools.Block
 
-// ErrorBody is the body of every error answer.
+// ErrorBody is the body of every error response.
 type ErrorBody struct {
 	Error ErrorDetail `json:"error"`
 }
 
-// ErrorDetail is a wire code (errdefs class) and one sentence for a person.
+// ErrorDetail is a wire code (errdefs class) and a one-sentence message
+// for a person.
 type ErrorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`

@@ -2,7 +2,7 @@ package api
 
 import "net/http"
 
-// WhoAmI is the answer to GET /v1/whoami: whom the token belongs to, so a
+// WhoAmI is the response to GET /v1/whoami: whom the token belongs to, so a
 // client (the console's header) can say which tenant it acts for.
 type WhoAmI struct {
 	Tenant string `json:"tenant"`

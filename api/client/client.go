@@ -17,7 +17,7 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// maxAnswer caps what the client reads of one answer; tool results with
+// maxAnswer caps what the client reads of one response; tool results with
 // images are the largest legitimate ones.
 const maxAnswer = 64 << 20
 
@@ -126,7 +126,7 @@ func (c *Client) DeleteRun(ctx context.Context, runID string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/runs/"+url.PathEscape(runID), nil, http.StatusNoContent, nil)
 }
 
-// Healthz reports whether sandboxd answers.
+// Healthz reports whether sandboxd responds.
 func (c *Client) Healthz(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/healthz", nil, http.StatusOK, nil)
 }
@@ -137,7 +137,7 @@ func (c *Client) Readyz(ctx context.Context) error {
 }
 
 // do sends body (JSON, or raw when it is a json.RawMessage) and decodes a
-// `want` answer into out; any other status becomes an errdefs error.
+// `want` response into out; any other status becomes an errdefs error.
 func (c *Client) do(ctx context.Context, method, path string, body any, want int, out any) error {
 	var rd io.Reader
 	if body != nil {
@@ -189,7 +189,7 @@ func (c *Client) do(ctx context.Context, method, path string, body any, want int
 }
 
 // readAnswer reads at most maxAnswer+1 bytes of resp's body, in one
-// allocation when the answer says its length.
+// allocation when the response says its length.
 func readAnswer(resp *http.Response) ([]byte, error) {
 	if n := resp.ContentLength; n >= 0 && n <= maxAnswer {
 		data := make([]byte, n)

@@ -140,7 +140,7 @@ func TestErrors(t *testing.T) {
 	if _, err := New("localhost:7788", "x"); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("address without scheme: %v", err)
 	}
-	// Nothing listens: unavailable, with a sentence.
+	// Nothing listens: unavailable, with an error message.
 	srv := httptest.NewServer(http.NotFoundHandler())
 	addr := srv.URL
 	srv.Close()
@@ -165,7 +165,7 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// GetRun reads back what CreateRun answered; a plan run says its surface
+// GetRun reads back what CreateRun returned; a plan run says its surface
 // is why the write tool is absent.
 func TestGetRun(t *testing.T) {
 	ctx := context.Background()

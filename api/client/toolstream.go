@@ -15,12 +15,12 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// CallToolStream is CallTool with the call's output handed to out while
-// the call runs (Accept: text/event-stream): each `output` event, in order,
-// on the calling goroutine. It returns what CallTool returns, the result
-// being the stream's `result` event. A tool that does not stream answers
-// with no output events; a sandboxd that predates streaming answers plain
-// JSON, which is taken as the result.
+// CallToolStream is CallTool with the call's output handed to out while the
+// call runs (Accept: text/event-stream): each `output` event, in order, on
+// the calling goroutine. It returns what CallTool returns, the result being
+// the stream's `result` event. A tool that does not stream responds with no
+// output events; a sandboxd that predates streaming responds with plain JSON,
+// which is taken as the result.
 func (c *Client) CallToolStream(ctx context.Context, runID, tool string, args json.RawMessage, out func(api.OutputEvent)) (api.ToolResult, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
@@ -46,7 +46,7 @@ func (c *Client) CallToolStream(ctx context.Context, runID, tool string, args js
 	}
 	defer resp.Body.Close()
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		// Answered before anything was streamed: exactly a plain call's answer.
+		// Responded before anything was streamed: exactly a plain call's response.
 		data, err := readAnswer(resp)
 		if err != nil {
 			return api.ToolResult{}, errdefs.Unavailable("POST %s: the answer was cut off: %v", path, err)

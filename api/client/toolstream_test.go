@@ -69,7 +69,7 @@ func TestCallToolStream(t *testing.T) {
 		t.Fatalf("output %+v", got)
 	}
 
-	// A tool that prints nothing and ends at once: a plain JSON answer.
+	// A tool that prints nothing and ends at once: a plain JSON response.
 	res, err = c.CallToolStream(ctx, run.ID, "echo_read", json.RawMessage(`{"text":"hi"}`), nil)
 	if err != nil || res.Text() != "echo: hi in c1" {
 		t.Fatalf("quiet tool: %+v %v", res, err)

@@ -7,7 +7,7 @@
 // changes when the conversation gets a sandbox), every call must go
 // through the API's own call path (levels, approvals, diagnostics on
 // write, the eval bridge, argument validation by the registry's schema),
-// and the body cap, the error sentences and the session table's bounds
+// and the body cap, the error messages and the session table's bounds
 // are sandboxd's. The protocol surface is five methods.
 package mcp
 
@@ -69,7 +69,7 @@ type Runs interface {
 }
 
 // Handler serves /v1/runs/{id}/mcp. It starts no goroutines beyond the
-// request's own (and, for a streamed answer, one per call that ends with
+// request's own (and, for a streamed response, one per call that ends with
 // the call); its sessions live in memory, bounded, and expire unused.
 type Handler struct {
 	runs      Runs
@@ -84,7 +84,7 @@ type Handler struct {
 type Option func(*Handler)
 
 // WithBodyReader reads request bodies (the API's, with its cap and pace);
-// its errors are sentences for the client. Default: at most
+// its errors are error messages for the client. Default: at most
 // DefaultMaxBodyBytes.
 func WithBodyReader(f func(w http.ResponseWriter, r *http.Request) ([]byte, error)) Option {
 	return func(h *Handler) { h.readBody = f }
@@ -112,7 +112,7 @@ func WithSessions(ttl time.Duration, perRun, max int) Option {
 // WithClock replaces time.Now for session expiry (tests).
 func WithClock(now func() time.Time) Option { return func(h *Handler) { h.sessions.now = now } }
 
-// WithHeartbeat sets how often a streamed answer that waits for its call
+// WithHeartbeat sets how often a streamed response that waits for its call
 // gets a comment line; <= 0 keeps the default (15 s).
 func WithHeartbeat(d time.Duration) Option {
 	return func(h *Handler) {
@@ -154,7 +154,7 @@ func (h *Handler) DropRun(run string) { h.sessions.dropRun(run) }
 // Sessions is the number of sessions held (metrics, tests).
 func (h *Handler) Sessions() int { return h.sessions.len() }
 
-// ServeRun answers one request to the tenant's run's endpoint; the caller
+// ServeRun serves one request to the tenant's run's endpoint; the caller
 // has authenticated the tenant (a run-scoped token for this run counts).
 func (h *Handler) ServeRun(w http.ResponseWriter, r *http.Request, tenant, run string) {
 	if !sameOrigin(r) {
@@ -167,7 +167,7 @@ func (h *Handler) ServeRun(w http.ResponseWriter, r *http.Request, tenant, run s
 	case http.MethodDelete:
 		h.delete(w, r, tenant, run)
 	default:
-		// No server-to-client stream: every answer rides on its POST.
+		// No server-to-client stream: every response rides on its POST.
 		w.Header().Set("Allow", "POST, DELETE")
 		writeHTTPError(w, http.StatusMethodNotAllowed, "this MCP endpoint offers no server stream (GET) and takes POST for messages and DELETE to end a session; "+r.Method+" is not supported")
 	}
@@ -185,7 +185,7 @@ func sameOrigin(r *http.Request) bool {
 	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
-// checkRun answers a run that is gone (404, its sessions dropped) or that
+// checkRun responds to a run that is gone (404, its sessions dropped) or that
 // cannot be looked up; it reports whether the request may go on.
 func (h *Handler) checkRun(w http.ResponseWriter, r *http.Request, tenant, run string) bool {
 	err := h.runs.Live(r.Context(), tenant, run)
@@ -201,7 +201,7 @@ func (h *Handler) checkRun(w http.ResponseWriter, r *http.Request, tenant, run s
 	return false
 }
 
-// session finds the request's session, answering 400 (none named) or 404
+// session finds the request's session, responding 400 (none named) or 404
 // (unknown or ended: the client must initialize again) when it cannot.
 func (h *Handler) session(w http.ResponseWriter, r *http.Request, tenant, run string) (*session, bool) {
 	id := r.Header.Get(HeaderSession)
@@ -297,7 +297,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, tenant, run strin
 	}
 	if tok := progressToken(m); tok != nil && m.Method == "tools/call" && canSSE {
 		// The call's output goes to the client as progress while it runs,
-		// so the answer is a stream even for a client that also takes JSON.
+		// so the response is a stream even for a client that also takes JSON.
 		ps := newProgressSink(tok)
 		h.streamWith(w, r, ps.out, func(ctx context.Context) any { return h.dispatch(tools.WithOutputSink(ctx, ps), s, m) })
 		return
@@ -309,7 +309,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, tenant, run strin
 	writeRPC(w, http.StatusOK, h.dispatch(r.Context(), s, m))
 }
 
-// batch handles a JSON array of messages: answered (2025-03-26) or refused
+// batch handles a JSON array of messages: served (2025-03-26) or refused
 // (2025-06-18 dropped batching). Its requests run one after another.
 func (h *Handler) batch(w http.ResponseWriter, r *http.Request, tenant, run string, body json.RawMessage, sse bool) {
 	s, ok := h.session(w, r, tenant, run)
@@ -407,7 +407,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant, run
 	}))
 }
 
-// answerStream decides how a POST is answered: JSON when the client takes
+// answerStream decides how a POST is responded to: JSON when the client takes
 // it, else an SSE stream; ok is false when it takes neither.
 func answerStream(accept string) (sse, ok bool) {
 	if strings.TrimSpace(accept) == "" {
@@ -429,7 +429,7 @@ func answerStream(accept string) (sse, ok bool) {
 	return !jsonOK && sseOK, jsonOK || sseOK
 }
 
-// acceptsStream reports whether accept allows an SSE answer at all.
+// acceptsStream reports whether accept allows an SSE response at all.
 func acceptsStream(accept string) bool {
 	for _, part := range strings.Split(accept, ",") {
 		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && (mt == "text/event-stream" || mt == "text/*" || mt == "*/*") {
@@ -476,7 +476,7 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-// writeHTTPError answers a request the transport refuses before any
+// writeHTTPError responds to a request the transport refuses before any
 // JSON-RPC message is read: the status with a JSON-RPC error without id.
 func writeHTTPError(w http.ResponseWriter, status int, msg string) {
 	writeRPC(w, status, errorOf(nil, CodeInvalidRequest, msg))

@@ -415,8 +415,8 @@ func TestLongCallKeepsItsSession(t *testing.T) {
 }
 
 // A call that asks for progress gets the tool's live output as
-// notifications/progress on an SSE answer, in order and growing, before its
-// result; without a token the same call answers plain JSON.
+// notifications/progress on an SSE response, in order and growing, before its
+// result; without a token the same call responds with plain JSON.
 func TestProgressCarriesLiveOutput(t *testing.T) {
 	rg := newRig(t)
 	sid := rg.initialize("r1", Version20250618)

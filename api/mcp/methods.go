@@ -42,7 +42,7 @@ type callResult struct {
 	IsError bool  `json:"isError"`
 }
 
-// served reports whether method is one this endpoint answers.
+// served reports whether method is one this endpoint serves.
 func served(method string) bool {
 	switch method {
 	case "initialize", "ping", "tools/list", "tools/call":
@@ -51,7 +51,7 @@ func served(method string) bool {
 	return false
 }
 
-// dispatch answers one request of a session (s is nil only for a method
+// dispatch responds to one request of a session (s is nil only for a method
 // that is not served).
 func (h *Handler) dispatch(ctx context.Context, s *session, m *message) *response {
 	if !served(m.Method) {
@@ -113,7 +113,7 @@ func (h *Handler) call(ctx context.Context, s *session, m *message) *response {
 	return resultOf(m.ID, resultContent(res))
 }
 
-// failure turns an error of the API into the answer: a tool the run does
+// failure turns an error of the API into the response: a tool the run does
 // not see or arguments that are no object are the caller's mistake, a
 // JSON-RPC error; anything else (the sandbox paused or gone, a wait for the
 // conversation's earlier call cut short, sandboxd's own failure) is a tool

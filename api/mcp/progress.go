@@ -35,7 +35,7 @@ func progressToken(m *message) json.RawMessage {
 }
 
 // progressSink turns a tool's live output (tools.OutputSink) into
-// notifications/progress messages for the call's SSE answer: progress is
+// notifications/progress messages for the call's SSE response: progress is
 // the output's length so far (it only grows, as the protocol asks), the
 // message the text, stderr marked. A client that does not keep up loses
 // notifications, never slows the call.

@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// stream answers a POST as an SSE stream, for a client that accepts only
-// that: a `: heartbeat` comment while the answer is pending (so proxies
+// stream responds to a POST with an SSE stream, for a client that accepts only
+// that: a `: heartbeat` comment while the response is pending (so proxies
 // keep the connection and a gone client is noticed), then one `message`
-// event with the answer, and the stream ends. The answer is computed on a
+// event with the response, and the stream ends. The response is computed on a
 // goroutine of its own with the request's context, so a client that goes
 // away ends its calls as it would end a plain POST's; the handler waits for
 // it in every case.
@@ -18,9 +18,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, answer func(ctx
 	h.streamWith(w, r, nil, answer)
 }
 
-// streamWith is stream that also sends, before the answer, the messages
+// streamWith is stream that also sends, before the response, the messages
 // that arrive on notes while it is computed (a call's progress); those
-// queued when the answer is ready go first.
+// queued when the response is ready go first.
 func (h *Handler) streamWith(w http.ResponseWriter, r *http.Request, notes <-chan []byte, answer func(ctx context.Context) any) {
 	done := make(chan any, 1)
 	go func() { done <- answer(r.Context()) }()
@@ -65,7 +65,7 @@ func (h *Handler) streamWith(w http.ResponseWriter, r *http.Request, notes <-cha
 				}
 			}
 			if v == nil {
-				return // only notifications: nothing to answer
+				return // only notifications: nothing to respond to
 			}
 			b, err := json.Marshal(v)
 			if err != nil {

@@ -237,7 +237,7 @@ func TestMetaSchemaCatchesBadDocuments(t *testing.T) {
 }
 
 // TestLiveAnswersFitTheDocument drives the API over fakes through the
-// checking transport: what the handlers answer is what the document says.
+// checking transport: what the handlers respond is what the document says.
 func TestLiveAnswersFitTheDocument(t *testing.T) {
 	srv := server(t)
 	chk, err := openapitest.New(fetchDoc(t, srv.URL))

@@ -77,7 +77,7 @@ type RequestBody struct {
 	Content     map[string]MediaType `json:"content"`
 }
 
-// ResponseSpec is the answer of one status.
+// ResponseSpec is the response of one status.
 type ResponseSpec struct {
 	Description string               `json:"description"`
 	Content     map[string]MediaType `json:"content,omitempty"`
@@ -130,7 +130,7 @@ func Describe(text string) func(*Schema) { return func(s *Schema) { s.Descriptio
 type Spec struct {
 	Info   Info
 	Routes []Route
-	// ErrorBody is a value of the Go type of every error answer.
+	// ErrorBody is a value of the Go type of every error response.
 	ErrorBody any
 }
 

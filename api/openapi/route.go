@@ -1,7 +1,7 @@
 package openapi
 
 // Route is one operation of the API: what a request carries and what each
-// status answers. The server keeps its table of Routes beside the mux
+// status returns. The server keeps its table of Routes beside the mux
 // registrations so the two are read (and tested) together.
 type Route struct {
 	Method string // "GET", "POST", ...
@@ -18,7 +18,7 @@ type Route struct {
 	// its mux serves it, and tests do not require it to be served.
 	Planned bool
 	Query   []Param
-	Headers []Param // request headers that change the answer (Accept, ...)
+	Headers []Param // request headers that change the response (Accept, ...)
 	// Body is a value of the request body's Go type (nil: no body), or
 	// BodySchema a schema given by hand (a tool's own arguments).
 	Body         any
@@ -26,8 +26,8 @@ type Route struct {
 	BodyOptional bool
 	BodyDesc     string
 	Responses    []Response
-	// Errors are the statuses this route answers with the error body,
-	// besides the "default" answer every route has.
+	// Errors are the statuses this route responds with the error body,
+	// besides the "default" response every route has.
 	Errors []int
 }
 
@@ -39,8 +39,8 @@ type Param struct {
 	Schema      *Schema // default: a string
 }
 
-// Response is what one status answers. A JSON body is Body (a value of its
-// Go type) or Schema; Events make the answer (also) a text/event-stream of
+// Response is what one status carries. A JSON body is Body (a value of its Go
+// type) or Schema; Events make the response (also) a text/event-stream of
 // those events. A response with neither has no body.
 type Response struct {
 	Status      int
@@ -66,7 +66,7 @@ const (
 	MediaStream = "text/event-stream"
 )
 
-// EventsKey is the Media Type extension of a text/event-stream answer that
+// EventsKey is the Media Type extension of a text/event-stream response that
 // maps each event name to the schema of its data. OpenAPI 3.1 has no words
 // for the items of a stream; this names them the way tools can read.
 const EventsKey = "x-sse-events"

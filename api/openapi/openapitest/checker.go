@@ -1,5 +1,5 @@
-// Package openapitest checks live HTTP answers against an OpenAPI 3.1
-// document: for tests that want every answer they see held to the
+// Package openapitest checks live HTTP responses against an OpenAPI 3.1
+// document: for tests that want every response they see held to the
 // contract (the e2e harness wraps its client's transport with it).
 package openapitest
 
@@ -162,7 +162,7 @@ func (c *Checker) Documented(method, path string) bool {
 	return false
 }
 
-// Check checks one answer: that the document lists its status and content
+// Check checks one response: that the document lists its status and content
 // type, and that a JSON body fits the schema. A stream's events are
 // checked by CheckEvent.
 func (c *Checker) Check(method, path string, status int, contentType string, body []byte) error {
@@ -191,7 +191,7 @@ func (c *Checker) Check(method, path string, status int, contentType string, bod
 	return c.validate(where, resp.pointer+"/content/"+escape(mt)+"/schema", body)
 }
 
-// CheckEvent checks one event of a text/event-stream answer: that the
+// CheckEvent checks one event of a text/event-stream response: that the
 // document names it and that its data fits the event's schema.
 func (c *Checker) CheckEvent(method, path string, status int, event string, data []byte) error {
 	op, resp, err := c.find(method, path, status)

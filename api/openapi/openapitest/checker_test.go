@@ -92,7 +92,7 @@ func TestCheckEvent(t *testing.T) {
 }
 
 // TestTransportReportsAMismatch serves a deliberately wrong body and
-// stream: the transport must report each, and pass the answer on intact.
+// stream: the transport must report each, and pass the response on intact.
 func TestTransportReportsAMismatch(t *testing.T) {
 	c := checker(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

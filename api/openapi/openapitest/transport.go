@@ -15,8 +15,8 @@ import (
 // one is reported rather than read without end.
 const maxChecked = 64 << 20
 
-// Transport checks every answer under prefix ("/v1/") that next brings
-// back, and calls report with each mismatch; the answer is passed on
+// Transport checks every response under prefix ("/v1/") that next brings
+// back, and calls report with each mismatch; the response is passed on
 // unchanged. A JSON body is read whole (then given back to the caller); a
 // stream is checked event by event as the caller reads it.
 func (c *Checker) Transport(next http.RoundTripper, prefix string, report func(error)) http.RoundTripper {
