@@ -28,7 +28,7 @@ type Forwarder struct {
 type peerKey struct{}
 
 // errOwnerGone cancels a forward whose peer lost the conversation's lease
-// while the request waited on it (it stopped answering: paused, frozen,
+// while the request waited on it (it stopped responding: paused, frozen,
 // partitioned): the client is told to retry, and the retry takes over.
 var errOwnerGone = errors.New("the owner's lease expired while the request waited for it")
 
@@ -117,8 +117,8 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, p Peer, stil
 	f.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// WriteUnavailable answers 503 with Retry-After and one sentence, in the
-// API's error shape.
+// WriteUnavailable responds 503 with Retry-After and a one-sentence error
+// message, in the API's error shape.
 func WriteUnavailable(w http.ResponseWriter, after time.Duration, msg string) {
 	secs := int((after + time.Second - 1) / time.Second)
 	w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))

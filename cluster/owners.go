@@ -62,8 +62,8 @@ const skewAllowance = 30 * time.Second
 // apiTimeout bounds one call to the API server on the request path.
 const apiTimeout = 5 * time.Second
 
-// errDraining answers a request a shutting-down replica cannot serve and
-// has no peer to hand to (errdefs.Unavailable: the client retries).
+// errDraining is the error for a request a shutting-down replica cannot serve
+// and has no peer to hand to (errdefs.Unavailable: the client retries).
 var errDraining = errdefs.Unavailable("this replica is shutting down and takes no conversation; retry, another replica will serve it")
 
 // Owners holds this replica's conversation leases.
@@ -460,7 +460,7 @@ func (w *Owners) Epoch(k Key) (int64, error) {
 
 // HeldBy reports whether identity still holds k's lease as this replica
 // sees it: named in it and not expired. A forward to a holder that stops
-// answering is given up once this turns false.
+// responding is given up once this turns false.
 func (w *Owners) HeldBy(k Key, identity string) bool {
 	l, err := w.leases.Get(LeaseName(w.o.Deployment, k))
 	if err != nil {

@@ -33,7 +33,7 @@ import (
 // served locally.
 
 const (
-	// peerQuestionsTimeout bounds a peer's answer to a listing or an
+	// peerQuestionsTimeout bounds a peer's response to a listing or an
 	// answer, and the wait for a peer stream's header: a slow peer is left
 	// out rather than holding the human's request.
 	peerQuestionsTimeout = 2 * time.Second
@@ -71,7 +71,7 @@ func (rt *Router) peerClient() *http.Client {
 }
 
 // peerRequest is in's request made to peer p for its local part: signed,
-// with the human's credentials and the request id of this replica's answer.
+// with the human's credentials and the request id of this replica's response.
 func (rt *Router) peerRequest(ctx context.Context, p Peer, in *http.Request, body []byte, reqID string) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
@@ -539,7 +539,7 @@ func isEvent(b []byte) bool {
 	return false
 }
 
-// recorder keeps an answer in memory up to a cap (over says it was cut).
+// recorder keeps a response in memory up to a cap (over says it was cut).
 type recorder struct {
 	h     http.Header
 	code  int
@@ -567,7 +567,7 @@ func (rc *recorder) Write(b []byte) (int, error) {
 	return rc.body.Write(b)
 }
 
-// copyTo writes the recorded answer to w.
+// copyTo writes the recorded response to w.
 func (rc *recorder) copyTo(w http.ResponseWriter) {
 	h := w.Header()
 	for k, v := range rc.h {
@@ -601,7 +601,7 @@ func (p *pipeWriter) Header() http.Header { return p.h }
 
 func (p *pipeWriter) WriteHeader(code int) {
 	if code < 200 {
-		return // informational: not the answer
+		return // informational: not the response
 	}
 	p.once.Do(func() {
 		p.code, p.sent = code, p.h.Clone()

@@ -299,7 +299,7 @@ func twoReplicas(t *testing.T) (*fake.Clientset, *replica, *replica) {
 func TestQuestionsReachEveryReplica(t *testing.T) {
 	_, a, b := twoReplicas(t)
 
-	// Bad credentials are the API's answer, not merged into anything.
+	// Bad credentials get the API's response, not merged into anything.
 	if r := do(t, "GET", a.url+"/v1/spaces/s1/questions", "wrong", "", nil); r.status != 401 {
 		t.Fatalf("list with a bad token: %d %s", r.status, r.body)
 	}
@@ -427,7 +427,7 @@ func TestForwardedQuestionRequests(t *testing.T) {
 func TestDownPeerDoesNotStopQuestions(t *testing.T) {
 	cs, a, b := twoReplicas(t)
 
-	// r2-down refuses connections; r2-hung accepts and never answers.
+	// r2-down refuses connections; r2-hung accepts and never responds.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,7 @@ type SandboxLookup func(ctx context.Context, id string) (Key, bool)
 
 // Router is the front of the API on a replica: a request for a
 // conversation is served here when this replica owns it (or takes it
-// over), forwarded to its owner otherwise, and answered 503 with
+// over), forwarded to its owner otherwise, and given 503 with
 // Retry-After while it changes hands. A space's questions are gathered
 // from every replica and an answer is tried at the peers when the question
 // is not here (questions.go). Requests that belong to no conversation
@@ -113,7 +113,7 @@ func (rt *Router) routeMux(routes []api.Route) (*http.ServeMux, error) {
 		catchAll = catchAll || r.Pattern() == "/"
 	}
 	if !catchAll {
-		mux.Handle("/", rt.next) // the API answers its own 404
+		mux.Handle("/", rt.next) // the API writes its own 404
 	}
 	return mux, nil
 }
@@ -167,7 +167,7 @@ func (rt *Router) serve(w http.ResponseWriter, r *http.Request, k Key) {
 func (rt *Router) byRun(w http.ResponseWriter, r *http.Request) {
 	run, ok := rt.runs.Lookup(r.Context(), r.PathValue("id"))
 	if !ok {
-		rt.next.ServeHTTP(w, r) // the API answers its 404
+		rt.next.ServeHTTP(w, r) // the API writes its 404
 		return
 	}
 	rt.serve(w, r, Key{Tenant: run.Tenant, Conversation: run.Conversation})

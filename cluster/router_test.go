@@ -193,7 +193,7 @@ func TestRouterRefusesForgedForwards(t *testing.T) {
 // BenchmarkForwardHop measures what a forward adds in isolation: the same
 // small call to the owner's Router directly, and through a second
 // replica's Router (verify, route, sign, proxy over loopback, verify
-// again), with a stand-in API that answers at once.
+// again), with a stand-in API that responds at once.
 func BenchmarkForwardHop(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

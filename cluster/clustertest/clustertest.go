@@ -17,7 +17,7 @@ import (
 )
 
 // Namespace skips unless SANDBOXD_TEST_KUBERNETES=1 and KUBECONFIG name a
-// cluster that answers (scripts/k8s-up.sh makes one), and returns a client
+// cluster that responds (scripts/k8s-up.sh makes one), and returns a client
 // and a fresh namespace named prefix-<random>, deleted when the test ends.
 func Namespace(t testing.TB, prefix string) (kubernetes.Interface, string) {
 	t.Helper()

@@ -168,7 +168,7 @@ func TestGetMissAsksTheServer(t *testing.T) {
 			t.Errorf("Get(%q) = %v, %v; want not found, no error", id, ok, err)
 		}
 	}
-	// A server that does not answer is an error, not a missing run.
+	// A server that does not respond is an error, not a missing run.
 	cs.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("connection refused")
 	})
