@@ -2,7 +2,7 @@
 // in the same run, on the same image and agent binary, and rewrites the
 // containerd section of BENCHMARKS.md:
 //
-//   - create-to-ready: Manager.Create until the first agent call answered;
+//   - create-to-ready: Manager.Create until the first agent call returned;
 //   - a tool call on the open agent pipe (read a 4 KiB file), p50/p90/p99;
 //   - the same call over a fresh exec each time (AttachAgent, handshake,
 //     read, close), what a backend without a kept pipe would pay.

@@ -2,7 +2,7 @@
 // backend in the same run, on the same sandbox image, and rewrites the
 // kubernetes section of BENCHMARKS.md:
 //
-//   - create-to-ready: Manager.Create until the first agent call answered
+//   - create-to-ready: Manager.Create until the first agent call returned
 //     (for Kubernetes: the pod scheduled, the agent copied in by the init
 //     container, the sandbox container running, the exec pipe attached);
 //   - a tool call on the open agent pipe (read a 4 KiB file), p50/p90/p99;

@@ -97,7 +97,7 @@ func (d *direct) open(file, text string) error {
 	}})
 }
 
-// definition asks for a definition and returns the raw answer.
+// definition asks for a definition and returns the raw response.
 func (d *direct) definition(ctx context.Context, file string, line, char int) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()

@@ -5,7 +5,7 @@
 //     side by side in the same run with the same request sent straight to a
 //     gopls process over its own stdio pipe (docker exec -i in the same
 //     sandbox, same files);
-//   - the time from the first lsp call on a fresh sandbox to its answer;
+//   - the time from the first lsp call on a fresh sandbox to its result;
 //   - the latency diagnostics on write adds to a one-line edit.
 //
 // Run from the repository root: go run ./cmd/lspbench [-n 400] [-out BENCHMARKS.md] [--smoke]

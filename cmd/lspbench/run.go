@@ -221,7 +221,7 @@ func run(ctx context.Context, n, fresh, edits int, out, image string, smoke bool
 	return report(ctx, out, image, smoke, f)
 }
 
-// check verifies an answer after its clock stopped.
+// check verifies a result after its clock stopped.
 func check(res api.ToolResult, err error, want string) error {
 	if err != nil {
 		return err

@@ -6,7 +6,7 @@
 // claims another asking for one env variable (each after the pool has
 // refilled, as in a steady state where claims come slower than the
 // refill), each timed until Manager.Create returned and until the first
-// agent call answered, and deletes them.
+// agent call returned, and deletes them.
 //
 // With -sandboxd (default bin/sandboxd, after `make build`; Docker only) it
 // measures the same through a real sandboxd too: `POST /v1/sandboxes` until
@@ -199,7 +199,7 @@ func run(f flags) error {
 }
 
 // once creates (or claims) one sandbox for conv with env, times it until
-// Create returned and until the first agent call answered, and deletes it.
+// Create returned and until the first agent call returned, and deletes it.
 // With env, that call is a command printing the env, which must show it.
 func once(ctx context.Context, m *sandbox.Manager, conv, image string, env map[string]string, into *figures) error {
 	const tenant = "bench"

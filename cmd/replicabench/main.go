@@ -5,7 +5,7 @@
 //     the conversation) beside the same call sent to its owner, p50/p90/p99;
 //   - failover: from the owner's failure (its pod deleted with grace 0, its
 //     process killed, its process frozen) to the first call of its
-//     conversation answered through another replica;
+//     conversation that succeeds through another replica;
 //   - tool-call throughput with 1 and with 3 replicas (the StatefulSet is
 //     scaled to 1 and back), many clients over several conversations.
 //
@@ -335,7 +335,7 @@ func (e *env) failOnce(ctx context.Context, kind string, round int) (time.Durati
 
 // waitReplaced waits until replica index runs again after its failure: a
 // new pod (another UID) or the same pod with its container restarted, and
-// Ready. Until then the old process may still answer for a moment (a pod
+// Ready. Until then the old process may still respond for a moment (a pod
 // deleted with grace 0 is killed after its object is gone), which would
 // pass for a replica that is back.
 func (e *env) waitReplaced(ctx context.Context, index int, oldUID types.UID, oldRestarts int32) error {

@@ -65,7 +65,7 @@ ip -4 route show
 	}
 }
 
-// Without NET_ADMIN it fails with a sentence that names the capability.
+// Without NET_ADMIN it fails with an error message that names the capability.
 func TestInstallLinksDownWithoutNetAdminSaysSo(t *testing.T) {
 	if _, err := exec.LookPath("capsh"); err != nil {
 		t.Skip("needs capsh (libcap2-bin) to drop NET_ADMIN")

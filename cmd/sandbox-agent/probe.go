@@ -108,7 +108,7 @@ func probe(ctx context.Context, c net.Conn) (*proto.HelloResponse, int, error) {
 }
 
 // stopDaemon sends SIGTERM to an idle daemon of another version and waits
-// until its socket stops answering.
+// until its socket stops responding.
 func stopDaemon(sock string, pid int) error {
 	if pid <= 1 {
 		return fmt.Errorf("the agent daemon at %s has another protocol version and cannot be stopped (pid %d); restart the sandbox", sock, pid)

@@ -95,7 +95,7 @@ func relayPair(client net.Conn, pool <-chan net.Conn) {
 	<-done
 }
 
-// closeWrite ends c's write side so the peer sees EOF and can answer.
+// closeWrite ends c's write side so the peer sees EOF and can respond.
 func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()

@@ -15,7 +15,7 @@ type createResult struct {
 	// sandboxd: POST /v1/sandboxes until 201; until the first read tool
 	// call has read back a file (create, open a run, write, read); DELETE.
 	created, firstRead, deleted []time.Duration
-	// peer: docker create+start; until a first fresh exec cat answered;
+	// peer: docker create+start; until a first fresh exec cat returned;
 	// docker rm -f.
 	peerCreated, peerFirstExec, peerDeleted []time.Duration
 }

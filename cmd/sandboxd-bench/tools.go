@@ -9,7 +9,7 @@ import (
 	"github.com/sandboxd/sandboxd/bench"
 )
 
-// callTool calls a tool and turns an is_error answer into an error, so a
+// callTool calls a tool and turns an is_error result into an error, so a
 // benchmark never times a call that did not do its job.
 func callTool(ctx context.Context, c *client.Client, runID, tool string, args any) (string, error) {
 	raw, err := json.Marshal(args)

@@ -22,7 +22,7 @@ const (
 	managedBy      = "sandboxd-cluster"
 )
 
-// connect reads the kubeconfig and checks that the API server answers
+// connect reads the kubeconfig and checks that the API server responds
 // within 10 seconds, so a cluster that is down is said at once.
 func connect(ctx context.Context, kubeconfig string) (*rest.Config, kubernetes.Interface, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)

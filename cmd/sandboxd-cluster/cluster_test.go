@@ -19,8 +19,8 @@ import (
 
 // TestDeployOnCluster runs deploy and undeploy against the cluster of
 // scripts/k8s-up.sh (make images-sandboxd and make cluster-up first): two
-// replicas answer at their URLs with the printed token, a replaced pod
-// answers at its slot's URL again, and undeploy leaves no namespace.
+// replicas respond at their URLs with the printed token, a replaced pod
+// responds at its slot's URL again, and undeploy leaves no namespace.
 func TestDeployOnCluster(t *testing.T) {
 	kc := os.Getenv("KUBECONFIG")
 	if os.Getenv("SANDBOXD_TEST_KUBERNETES") != "1" || kc == "" {

@@ -20,7 +20,7 @@ func TestDeployDefaults(t *testing.T) {
 	}
 }
 
-// Bad command lines end with exit status 2 and one sentence naming the
+// Bad command lines end with exit status 2 and one error message naming the
 // flag and what to do.
 func TestBadCommandLines(t *testing.T) {
 	for _, tc := range []struct {

@@ -79,7 +79,7 @@ func removeDeployment(ctx context.Context, cs kubernetes.Interface, namespace, d
 	return nil
 }
 
-// listNames reads the names of a list answer.
+// listNames reads the names of a list response.
 func listNames(l runtime.Object, err error) ([]string, error) {
 	if err != nil {
 		return nil, err

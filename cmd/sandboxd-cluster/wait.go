@@ -18,14 +18,14 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// probeFunc checks that a replica answers at url.
+// probeFunc checks that a replica responds at url.
 type probeFunc func(ctx context.Context, url string) error
 
 // waitReady polls until the release's StatefulSet has rolled out exactly
-// len(urls) replicas, each Ready on the current revision and answering
+// len(urls) replicas, each Ready on the current revision and responding to
 // GET /readyz at its URL, or until ctx ends; then the error names every
-// replica that is not ready and why. Each change of the answer is written
-// to progress.
+// replica that is not ready and why. Each change of what is not ready is
+// written to progress.
 func waitReady(ctx context.Context, cs kubernetes.Interface, namespace, release string, urls []string, probe probeFunc, progress io.Writer, poll time.Duration) error {
 	var last []string
 	for {
@@ -51,7 +51,7 @@ func waitReady(ctx context.Context, cs kubernetes.Interface, namespace, release 
 	}
 }
 
-// replicaProblems lists one sentence per thing that is not ready yet.
+// replicaProblems lists one message per thing that is not ready yet.
 func replicaProblems(ctx context.Context, cs kubernetes.Interface, namespace, release string, urls []string, probe probeFunc) ([]string, error) {
 	sel := "app.kubernetes.io/instance=" + release + ",app.kubernetes.io/name=sandboxd"
 	sets, err := cs.AppsV1().StatefulSets(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -79,7 +79,7 @@ func replicaProblems(ctx context.Context, cs kubernetes.Interface, namespace, re
 }
 
 // rolloutProblems compares the StatefulSet and its pods with n replicas,
-// each Ready on the update revision; one sentence per shortfall.
+// each Ready on the update revision; one message per shortfall.
 func rolloutProblems(sts *appsv1.StatefulSet, pods []corev1.Pod, n int) []string {
 	var out []string
 	if sts.Status.ObservedGeneration < sts.Generation {
@@ -187,7 +187,7 @@ func lastLine(s string, max int) string {
 	return l
 }
 
-// httpProbe answers whether GET url/readyz is 200 within 3 seconds.
+// httpProbe reports whether GET url/readyz is 200 within 3 seconds.
 func httpProbe(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()

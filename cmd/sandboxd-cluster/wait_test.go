@@ -106,7 +106,7 @@ func TestRolloutProblems(t *testing.T) {
 
 func fakeCluster(objs ...runtime.Object) *fake.Clientset { return fake.NewClientset(objs...) }
 
-// waitReady returns once every replica is Ready and answers at its URL,
+// waitReady returns once every replica is Ready and responds at its URL,
 // and says which one does not when time runs out.
 func TestWaitReady(t *testing.T) {
 	cs := fakeCluster(statefulSet(2), readyPod(0), readyPod(1))

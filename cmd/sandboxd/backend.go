@@ -32,7 +32,7 @@ func deploymentOf(cfg *config.Config, dataDir string) (sandbox.Deployment, error
 }
 
 // openBackend returns the named backend; "auto" (or "") is Docker when an
-// engine answers a ping in time, else the host backend.
+// engine responds to a ping in time, else the host backend.
 func openBackend(ctx context.Context, name, dataDir, agentBin string, cfg *config.Config, log *slog.Logger) (sandbox.Backend, error) {
 	dep, err := deploymentOf(cfg, dataDir)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/sandboxd/sandboxd/api/client"
 )
 
-// errToolFailed: the tool answered is_error; its text is already printed.
+// errToolFailed: the tool's result has is_error; its text is already printed.
 var errToolFailed = errors.New("the tool reported an error")
 
 // clientFlags are the flags every client command takes.
@@ -109,7 +109,7 @@ type group struct {
 	usage string
 }
 
-// check answers `sandboxd NAME` (a usage error), `sandboxd NAME --help`,
+// check handles `sandboxd NAME` (a usage error), `sandboxd NAME --help`,
 // `-h` and `help` (its usage, exit 0); ok means args[0] is a subcommand.
 func (g group) check(args []string) (ok bool, err error) {
 	if len(args) == 0 {

@@ -14,7 +14,7 @@ import (
 )
 
 // TestMakeRunBanner runs scripts/run.sh (what `make run` runs) on the host
-// backend: once the daemon answers it prints the console URL and the admin
+// backend: once the daemon responds it prints the console URL and the admin
 // token, the URL opens the console, and the token is the one in DATA_DIR.
 func TestMakeRunBanner(t *testing.T) {
 	root, _ := filepath.Abs("../..")

@@ -258,7 +258,7 @@ func (lv *leaves) buildEdges(ctx context.Context) (*edges, error) {
 
 // serve serves until ctx ends, then shuts the edges down: the replica
 // hands its conversations over while the server still forwards, every
-// family drains (blocked questions and workers answer at once), and the
+// family drains (blocked questions and workers return at once), and the
 // HTTP server waits for its requests, bounded by shutdownTimeout.
 func (ed *edges) serve(ctx context.Context, stdout io.Writer) error {
 	log, cfg := ed.log, ed.cfg

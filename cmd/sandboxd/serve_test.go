@@ -246,7 +246,7 @@ func TestServeRefusals(t *testing.T) {
 	}
 }
 
-// With no engine answering, "auto" falls back to the host backend.
+// With no engine responding, "auto" falls back to the host backend.
 func TestServeAutoFallsBackToHost(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
 	_, logs, stop := startServe(t, "--backend", "auto", "--data-dir", t.TempDir(), "--agent-binary", fakeAgent(t))

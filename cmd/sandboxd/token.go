@@ -69,7 +69,7 @@ func runToken(args []string, stdout io.Writer) error {
 	hash := api.HashToken(tok)
 	snippet := tenantSnippet(tenant, hash)
 	// The snippet is checked by sandboxd's own config parser, so a name the
-	// daemon would refuse is refused here, with the daemon's sentence.
+	// daemon would refuse is refused here, with the daemon's error message.
 	if _, err := config.Parse([]byte(snippet)); err != nil {
 		return usagef("--tenant %q: %v", tenant, err)
 	}

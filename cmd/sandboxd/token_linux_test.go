@@ -10,7 +10,7 @@ import (
 )
 
 // A daemon whose data dir is full cannot write its admin token: that is
-// an error at start (exit status 1, one sentence), not a truncated token
+// an error at start (exit status 1, one error message), not a truncated token
 // linked into place and a daemon serving with it.
 func TestServeRefusesToStartWhenTheTokenCannotBeWritten(t *testing.T) {
 	if os.Geteuid() != 0 {

@@ -15,7 +15,7 @@ import (
 // costFigures are the agent's CPU and memory with and without the watch.
 type costFigures struct {
 	files, changed, dirs int
-	setup                time.Duration // from Subscribe to the watch answering a flush
+	setup                time.Duration // from Subscribe to the watch responding to a flush
 	idle                 time.Duration // the idle window
 	idleCPUNo, idleCPU   time.Duration // agent CPU time in the idle window
 	rssNo, rss, rssAfter int64         // bytes

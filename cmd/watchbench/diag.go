@@ -42,10 +42,10 @@ type diagFigures struct {
 	c       langCase
 	watch   bool
 	edits   int
-	samples []time.Duration // edit -> the consumer's answer shows the new error
+	samples []time.Duration // edit -> the consumer's response shows the new error
 	missed  int             // edits whose error did not show within the wait
-	stale   int             // answers "no problems" between the edit and the error
-	pending int             // answers "diagnostics pending" in that time
+	stale   int             // responses saying "no problems" between the edit and the error
+	pending int             // responses saying "diagnostics pending" in that time
 	calls   int
 }
 
