@@ -12,7 +12,7 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// Engine names a container engine in the sentences its errors become.
+// Engine names a container engine in the error messages its errors become.
 type Engine struct {
 	Name string // "the Docker engine", "containerd"
 	Hint string // what to check when it cannot be reached, e.g. "DOCKER_HOST"
@@ -21,7 +21,7 @@ type Engine struct {
 	Unreachable func(error) bool
 }
 
-// Err classifies an engine error into an errdefs class with one sentence
+// Err classifies an engine error into an errdefs class with one error message
 // saying what failed and what to do. NotFound keeps the engine's words;
 // callers that know what was not found say it better.
 func (e Engine) Err(op string, err error) error {

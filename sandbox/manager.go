@@ -24,7 +24,7 @@ import (
 // The engine's state is read before a pipe is opened, again when opening
 // fails, and before an open pipe is handed out once the last reading is
 // older than the state-check interval: a paused, stopped or vanished
-// sandbox is told as such instead of as a dropped session.
+// sandbox is reported as such instead of as a dropped session.
 //
 // With warm pools (WithPools), Create for a pooled image claims a sandbox
 // that was made, started and attached ahead of time (poolclaim.go).

@@ -342,7 +342,7 @@ func TestEngineGoesAwayAndComesBack(t *testing.T) {
 	if _, _, err := m.Agent(ctx, "acme", "c1"); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("Agent with the engine down = %v, want unavailable", err)
 	}
-	// The cache still answers lookups.
+	// The cache still serves lookups.
 	if _, err := m.Lookup(ctx, "acme", "c1"); err != nil {
 		t.Errorf("Lookup from the cache with the engine down: %v", err)
 	}

@@ -96,7 +96,7 @@ func WithDialTimeout(d time.Duration) Option {
 // WithStateCheck sets how long the engine's word that a sandbox runs is
 // trusted before an open pipe is handed out again without asking (default
 // 1s): the bound on engine reads per busy sandbox, and how soon a paused or
-// stopped sandbox is told as such instead of hanging a call.
+// stopped sandbox is reported as such instead of hanging a call.
 func WithStateCheck(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {

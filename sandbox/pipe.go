@@ -263,7 +263,7 @@ func (m *Manager) dialFailed(ctx context.Context, id, conv string, dialErr error
 }
 
 // recheck asks the engine whether e's sandbox still runs before its open
-// pipe is handed out again. An engine that cannot answer now does not fail
+// pipe is handed out again. An engine that cannot respond now does not fail
 // a pipe that works.
 func (m *Manager) recheck(ctx context.Context, e *entry, conv string) (Info, error) {
 	m.mu.Lock()
@@ -303,13 +303,13 @@ func (m *Manager) stateErr(info Info, conv string) error {
 	return errdefs.FailedPrecondition("the sandbox of conversation %s is no longer running (it was stopped outside sandboxd); delete it and create a new one", conv)
 }
 
-// stallOption makes a call on id's pipe that gets no answer (the agent
-// does not answer a ping either) ask the engine why: a sandbox paused,
+// stallOption makes a call on id's pipe that gets no response (the agent
+// does not respond to a ping either) ask the engine why: a sandbox paused,
 // stopped or removed behind sandboxd's back ends the call at once with
-// stateErr's sentence instead of hanging until the session's keepalive
-// gives up. The engine's answer is also kept: the next Agent call reads
+// stateErr's error message instead of hanging until the session's keepalive
+// gives up. The engine's response is also kept: the next Agent call reads
 // the state again rather than hand out the pipe unchecked. An engine that
-// cannot answer, or says the sandbox runs, lets the call wait on.
+// cannot respond, or says the sandbox runs, lets the call wait on.
 func (m *Manager) stallOption(id string) agent.ClientOption {
 	return agent.WithStallCheck(0, func(ctx context.Context) error {
 		m.mu.Lock()

@@ -11,7 +11,7 @@ import (
 )
 
 // PoolSpec configures one warm pool: Size generic sandboxes of Image kept
-// started, with an agent pipe open that answered a hello.
+// started, with an agent pipe open that responded to a hello.
 type PoolSpec struct {
 	Image string
 	Size  int
@@ -63,7 +63,7 @@ const (
 	poolBackoffMax = time.Minute
 	// poolCheckEvery is how often warm pipes are checked for drops.
 	poolCheckEvery = 15 * time.Second
-	// claimHelloTimeout bounds the hello a warm sandbox answers before it
+	// claimHelloTimeout bounds the hello a warm sandbox responds to before it
 	// is handed out.
 	claimHelloTimeout = 2 * time.Second
 	// claimAttempts caps the warm sandboxes one request tries before it
@@ -210,7 +210,7 @@ func (m *Manager) PoolStats() []PoolStat {
 	return out
 }
 
-// PoolProblems says, one sentence per pool, why a pool cannot refill now;
+// PoolProblems says, one message per pool, why a pool cannot refill now;
 // empty when every pool can. Cold creates work meanwhile.
 func (m *Manager) PoolProblems() []string {
 	var out []string

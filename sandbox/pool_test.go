@@ -16,7 +16,7 @@ import (
 type poolFake struct {
 	*fakeBackend
 	missing  map[string]bool // images Create refuses
-	conflict int             // claims still to answer Conflict (another replica won)
+	conflict int             // claims still to fail with Conflict (another replica won)
 	claims   int
 
 	slow              time.Duration // each Create takes this long

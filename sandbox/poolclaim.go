@@ -66,7 +66,7 @@ func (m *Manager) claim(ctx context.Context, p *pool, spec Spec) (Info, bool) {
 // errNoSandboxEnv: the warm sandbox's agent cannot set a sandbox's env.
 var errNoSandboxEnv = errdefs.FailedPrecondition("the pool sandbox's agent predates setting a sandbox's environment")
 
-// handOver checks that w's agent still answers, claims w in the engine
+// handOver checks that w's agent still responds, claims w in the engine
 // for spec's owner, sets spec's env through the agent and maps it with its
 // open pipe. The env is set after the engine's claim, so that a claim lost
 // to another replica leaves that replica's sandbox untouched, and before

@@ -9,8 +9,8 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// A paused sandbox is told as paused, at once, with the way out; its pipe is
-// kept, and the next call after the unpause works on it.
+// A paused sandbox is reported as paused, at once, with the way out; its pipe
+// is kept, and the next call after the unpause works on it.
 func TestPausedSandboxFailsFastAndRecovers(t *testing.T) {
 	f := newFake(t)
 	m := startManager(t, f, WithStateCheck(1)) // re-read the state before every reuse
@@ -80,7 +80,7 @@ func TestDialFailureReadsTheState(t *testing.T) {
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "no longer running") {
 		t.Fatalf("Agent when the sandbox stopped during the dial = %v, want failed_precondition: no longer running", err)
 	}
-	// Paused during the dial: told as paused.
+	// Paused during the dial: reported as paused.
 	f.set(info.ID, func(i *Info) { i.State = StateRunning })
 	f.attachHook = func(b *Info) (bool, error) {
 		b.State = StatePaused

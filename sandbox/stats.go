@@ -28,7 +28,7 @@ type StatsReader interface {
 
 // Stats reads the tenant's sandbox's resource use from the backend. Another
 // tenant's sandbox, or another deployment's, is NotFound; a backend without
-// the capability answers an error that is ErrNoStats.
+// the capability returns an error that is ErrNoStats.
 func (m *Manager) Stats(ctx context.Context, tenant, id string) (Stats, error) {
 	if _, err := m.Get(ctx, tenant, id); err != nil {
 		return Stats{}, err

@@ -27,8 +27,8 @@ const (
 // States of a sandbox as reported by the API.
 const (
 	StateRunning = "running"
-	StateStopped = "stopped" // exists but not running: tools answer that it is not running
-	StatePaused  = "paused"  // frozen by the engine (docker pause): tools answer until it is unpaused
+	StateStopped = "stopped" // exists but not running: tools report that it is not running
+	StatePaused  = "paused"  // frozen by the engine (docker pause): tools report it until it is unpaused
 	StateGone    = "gone"
 )
 
@@ -100,7 +100,7 @@ type Backend interface {
 }
 
 // ResumeHinter is an optional Backend capability: the command that unpauses
-// a paused sandbox, for the sentence that says it is paused.
+// a paused sandbox, for the error message that says it is paused.
 type ResumeHinter interface {
 	ResumeHint(info Info) string
 }
@@ -115,10 +115,10 @@ type UnlabelledCounter interface {
 // Claimer is an optional Backend capability, the one warm pools need: it
 // hands the unclaimed pool sandbox warm (as Create returned it: Spec.Pool
 // set, no tenant) to owner. From its return on, List and Inspect report the
-// sandbox with owner's tenant and conversation, to every replica and after
-// a restart, as if Create had made it for them. It is atomic in the
-// engine: of two claims of one sandbox, one gets errdefs.ErrConflict. The
-// caller has just had the sandbox's agent answer, so it need not look the
+// sandbox with owner's tenant and conversation, to every replica and after a
+// restart, as if Create had made it for them. It is atomic in the engine: of
+// two claims of one sandbox, one gets errdefs.ErrConflict. The caller has
+// just had a response from the sandbox's agent, so it need not look the
 // sandbox up again.
 type Claimer interface {
 	Claim(ctx context.Context, warm Info, owner Owner) (Info, error)

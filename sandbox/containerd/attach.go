@@ -144,7 +144,7 @@ func (e *execPipe) Close() error {
 		if e.wait() {
 			return
 		}
-		// containerd does not answer: stop waiting and drop the FIFOs.
+		// containerd does not respond: stop waiting and drop the FIFOs.
 		e.cancel()
 		e.p.IO().Cancel()
 		e.wait()

@@ -48,7 +48,7 @@ const (
 )
 
 // Backend is a sandbox.Backend on containerd. It holds no state beyond its
-// client and settings: every answer comes from containerd. It starts no
+// client and settings: every response comes from containerd. It starts no
 // goroutine of its own; each agent pipe owns one (execPipe), ended by the
 // pipe's Close. Close the Backend after every pipe.
 type Backend struct {
@@ -123,7 +123,7 @@ func WithLogger(l *slog.Logger) Option { return func(b *Backend) { b.log = l } }
 func WithClient(cli *containerd.Client) Option { return func(b *Backend) { b.cli = cli } }
 
 // New returns a Backend connected to containerd; it fails when containerd
-// does not answer within a few seconds.
+// does not respond within a few seconds.
 func New(opts ...Option) (*Backend, error) {
 	b := &Backend{
 		address:     DefaultAddress,
@@ -188,7 +188,7 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Ping checks that containerd answers.
+// Ping checks that containerd responds.
 func (b *Backend) Ping(ctx context.Context) error {
 	if _, err := b.cli.Version(b.nsCtx(ctx)); err != nil {
 		return engineErr("answer a version request", err)

@@ -10,8 +10,8 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// These run without containerd: New refuses what it cannot work with, in one
-// sentence naming the fix.
+// These run without containerd: New refuses what it cannot work with, with
+// an error message naming the fix.
 func TestNewRefusesBadSettings(t *testing.T) {
 	dir := t.TempDir()
 	agentFile := filepath.Join(dir, "sandbox-agent")

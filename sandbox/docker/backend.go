@@ -53,7 +53,7 @@ var DefaultCaps = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID"
 var DefaultResources = sandbox.Resources{CPUs: 2, MemoryMB: 4096, Pids: 1024}
 
 // Backend is a sandbox.Backend on a Docker Engine. It holds no state beyond
-// its client (and whether it has seen pool sandboxes): every answer comes
+// its client (and whether it has seen pool sandboxes): every response comes
 // from the engine.
 type Backend struct {
 	cli       *client.Client
@@ -160,7 +160,7 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Ping checks that the engine answers.
+// Ping checks that the engine responds.
 func (b *Backend) Ping(ctx context.Context) error {
 	if _, err := b.cli.Ping(ctx); err != nil {
 		return engineErr("answer a ping", err)

@@ -16,8 +16,8 @@ import (
 
 // On the host backend the workspace shares the machine's file system, so
 // a hard link made through a command to a file outside would read back
-// that file: the agent refuses files with more than one link, with a
-// sentence saying to copy the file.
+// that file: the agent refuses files with more than one link, with an
+// error message saying to copy the file.
 func TestHardLinkOutsideIsRefused(t *testing.T) {
 	b := newBackend(t, t.TempDir())
 	outside := filepath.Join(t.TempDir(), "secret")
@@ -47,7 +47,7 @@ func TestHardLinkOutsideIsRefused(t *testing.T) {
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "hard links") || !strings.Contains(err.Error(), "cp leak") {
 		t.Fatalf("read of a hard link to a file outside = %v, want failed_precondition saying to copy it", err)
 	}
-	// The copy the sentence suggests is the workspace's own and reads.
+	// The copy the error message suggests is the workspace's own and reads.
 	ex, err = c.Exec(ctx(t), &proto.ExecRequest{Argv: []string{"sh", "-c", "cp leak leak.copy && mv leak.copy leak"}, Dir: info.Workspace, Timeout: 10 * time.Second})
 	if err != nil || ex.ExitCode != 0 {
 		t.Fatalf("copy: %+v, %v", ex, err)

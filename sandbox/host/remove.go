@@ -48,7 +48,7 @@ func (b *Backend) Remove(ctx context.Context, id string) error {
 
 // stopAgent connects straight to the daemon's socket (an attach would start
 // one), kills the process groups it owns, then terminates the daemon found
-// by its hello. No socket or no answer means no daemon runs.
+// by its hello. No socket or no response means no daemon runs.
 func (b *Backend) stopAgent(ctx context.Context, m meta) error {
 	d := net.Dialer{Timeout: 2 * time.Second}
 	conn, err := d.DialContext(ctx, "unix", m.Socket)

@@ -72,7 +72,7 @@ var (
 // DefaultStartTimeout bounds how long a new pod may take to run.
 const DefaultStartTimeout = 3 * time.Minute
 
-// Backend is a sandbox.Backend on a Kubernetes cluster. Every answer comes
+// Backend is a sandbox.Backend on a Kubernetes cluster. Every response comes
 // from the API server; the only state it keeps is whether the namespace's
 // NetworkPolicy exists and which stopped pods it already reported.
 type Backend struct {
@@ -296,7 +296,7 @@ func (b *Backend) PodName(id string) string { return NamePrefix + b.dep.Name + "
 // Namespace is where the sandbox pods live.
 func (b *Backend) Namespace() string { return b.namespace }
 
-// Ping checks that the API server answers and the namespace is readable.
+// Ping checks that the API server responds and the namespace is readable.
 func (b *Backend) Ping(ctx context.Context) error {
 	if _, err := b.cs.CoreV1().Pods(b.namespace).List(ctx, listManaged(1)); err != nil {
 		return apiErr(fmt.Sprintf("list pods in namespace %s", b.namespace), err)

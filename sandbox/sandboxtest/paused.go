@@ -11,7 +11,7 @@ import (
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
-// pausedBehindBack: a sandbox paused in its engine is told as paused, with
+// pausedBehindBack: a sandbox paused in its engine is reported as paused, with
 // the way to unpause it and never the advice to delete it, both to a
 // manager with an open pipe and to one that must dial; after the unpause
 // the next call works, with the workspace as it was.
@@ -76,7 +76,7 @@ func (s *suite) pausedBehindBack(t *testing.T) {
 // pausedRightAfterCall: a sandbox paused in its engine right after a call,
 // while its open pipe is still handed out without asking the engine (here
 // for as long as the test runs, so that no state check can come first),
-// makes the next call on that pipe fail within seconds, told as paused
+// makes the next call on that pipe fail within seconds, reported as paused
 // with the way to unpause it, not hang until the session's keepalive gives
 // up; the call after that is refused as paused at once, and after the
 // unpause calls work again with the workspace as it was.
