@@ -54,7 +54,7 @@ func Open(ctx context.Context, env *Env) (*SandboxConn, *Result, error) {
 
 // SandboxFail is Fail for an error met while reaching the conversation's
 // sandbox (from Env.Sandbox, or an agent call that found it gone): the
-// model reads the sentence, and the call counts as failed for want of its
+// model reads the error message, and the call counts as failed for want of its
 // sandbox whatever the error's class. A Go error is returned only for an
 // error of no known class, sandboxd's own.
 func SandboxFail(err error) (Result, error) {
@@ -107,12 +107,12 @@ func Within(root, p string) bool {
 	return p == root || strings.HasPrefix(p, root+"/")
 }
 
-// Resolve maps a path argument (named arg in the sentence: "path",
+// Resolve maps a path argument (named arg in the error message: "path",
 // "file", "workdir") to an absolute path inside the workspace, lexically:
 // a relative path is taken from the workdir, an absolute one must lie
 // inside the workspace. Symlinks are the agent's to judge, since only it
 // sees them. A path the model must change is errdefs.ErrInvalidArgument
-// with one sentence saying what is wrong and what to give.
+// with one error message saying what is wrong and what to give.
 func (c *SandboxConn) Resolve(arg, p string) (string, error) {
 	ws, wd := c.Workspace, c.Workdir
 	if wd == "" {
@@ -170,7 +170,7 @@ func (c *SandboxConn) Rel(abs string) string {
 	return abs
 }
 
-// modelClasses are the error classes whose sentence the model can act on:
+// modelClasses are the error classes whose error message the model can act on:
 // a bad path, a missing file, a file that changed, a sandbox that is gone.
 var modelClasses = []error{
 	errdefs.ErrInvalidArgument, errdefs.ErrNotFound, errdefs.ErrFailedPrecondition,

@@ -33,7 +33,7 @@ func TestWorkdir(t *testing.T) {
 }
 
 // Resolve confines paths to the workspace by one rule and says, in one
-// sentence, what was wrong; Rel shows paths the way the model gives them.
+// error message, what was wrong; Rel shows paths the way the model gives them.
 func TestResolveAndRel(t *testing.T) {
 	c := &SandboxConn{Workspace: "/workspace", Workdir: "/workspace/app"}
 	for p, want := range map[string]string{

@@ -13,11 +13,11 @@ func Outcomes() []string {
 	return []string{OutcomeOK, OutcomeInvalidArguments, OutcomeToolError, OutcomeCanceled, OutcomeFailure}
 }
 
-// ErrorFrom is the is_error result carrying err's sentence. It keeps err,
+// ErrorFrom is the is_error result carrying err's error message. It keeps err,
 // so that the call's outcome follows err's class: a bad path or a missing
 // file is the model's to fix (tool_error); an internal error, an
 // unavailable agent or engine, or a deadline inside sandboxd is sandboxd's
-// own failure, though the model reads the sentence either way.
+// own failure, though the model reads the error message either way.
 func ErrorFrom(err error) Result {
 	r := Error(err.Error())
 	r.cause = err

@@ -13,7 +13,7 @@ const (
 )
 
 // OutputSink receives a call's output while the call runs, for a caller
-// that shows it live (the API's text/event-stream answer). It is an
+// that shows it live (the API's text/event-stream response). It is an
 // optional capability: a tool that produces output over time feeds the
 // sink it finds in its context, every other tool ignores it, and the
 // call's Result is the same either way — the sink only sees it sooner.

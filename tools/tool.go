@@ -74,14 +74,14 @@ func (r Result) Text() string {
 }
 
 // Cause is the error an is_error result was made from (ErrorFrom), nil for
-// one made from a sentence alone: what a tool that got a Result instead of
-// a sandbox (Open) asks to tell a vanished sandbox from a stopped one.
+// one made from an error message alone: what a tool that got a Result instead
+// of a sandbox (Open) asks to tell a vanished sandbox from a stopped one.
 func (r Result) Cause() error { return r.cause }
 
 // Text returns a successful result with one text block.
 func Text(s string) Result { return Result{Content: []Block{{Type: "text", Text: s}}} }
 
-// Errorf-like helper: an is_error result with one sentence for the model.
+// Errorf-like helper: an is_error result with one error message for the model.
 func Error(s string) Result { return Result{Content: []Block{{Type: "text", Text: s}}, IsError: true} }
 
 // Run is what a tool knows about the run that calls it.
@@ -142,7 +142,7 @@ type Tool interface {
 
 // CallObserver receives one record per finished call (metrics plug in here).
 // Outcome is one of Outcomes(): "ok", "invalid_arguments", "tool_error" (an
-// is_error answer the model can act on: a missing file, a refused
+// is_error result the model can act on: a missing file, a refused
 // approval), "canceled" (the caller left) or "failure" (sandboxd's own:
 // internal, its sandbox or engine unavailable, a deadline inside it).
 type CallObserver interface {

@@ -7,7 +7,7 @@ import (
 
 // Unavailable is a group of tools a run does not see, and why: what is
 // missing and what would bring them in. Runs report it next to their tool
-// list, and a call of one of these tools answers 404 with the same reason.
+// list, and a call of one of these tools gets 404 with the same reason.
 type Unavailable struct {
 	Tools  []string `json:"tools"`
 	Reason string   `json:"reason"`

@@ -26,7 +26,7 @@ func sandboxFake(name string, level Level) explainedFake {
 }
 
 // A run without a sandbox is told which tools are absent and why, grouped
-// by reason; a call of one answers 404 with that reason, and the tool never
+// by reason; a call of one gets 404 with that reason, and the tool never
 // runs.
 func TestUnavailableSaysWhy(t *testing.T) {
 	r := NewRegistry()
@@ -61,7 +61,7 @@ func TestUnavailableSaysWhy(t *testing.T) {
 	if read.count()+shell.count() != 0 {
 		t.Fatal("an unavailable tool ran")
 	}
-	// A name nobody registered or left out keeps the plain answer.
+	// A name nobody registered or left out keeps the plain error.
 	if _, err := r.Call(context.Background(), env, "nope", nil); err == nil || !strings.Contains(err.Error(), "list the run's tools") {
 		t.Errorf("unknown tool: %v", err)
 	}

@@ -127,7 +127,7 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 	return tools.Error("the question was withdrawn because the run ended; do not wait for an answer"), nil
 }
 
-// askFailed turns an Ask error into the model's sentence.
+// askFailed turns an Ask error into the model's error message.
 func askFailed(ctx context.Context, err error) (tools.Result, bool) {
 	switch {
 	case err == nil:

@@ -18,7 +18,7 @@ import (
 //
 // Questions live in memory. Drain closes the port before the HTTP server
 // waits for its requests, so every blocked ask_user or approval call
-// answers "expired" and every console stream ends instead of holding the
+// returns "expired" and every console stream ends instead of holding the
 // shutdown until its deadline. After a restart nothing is pending: the
 // callers went with the old process.
 func Family() family.Family { return &fam{} }

@@ -54,7 +54,7 @@ type benchFigures struct {
 	// launch to "running", no breakpoints
 	pyRun, pyRunDirect, pyInitProc []time.Duration
 	goRun, goRunDirect, goInitProc []time.Duration
-	goProcessEvent                 bool // delve sent a process event (else configurationDone's answer ends the peer)
+	goProcessEvent                 bool // delve sent a process event (else configurationDone's response ends the peer)
 	rounds                         int  // launch rounds measured
 }
 
@@ -173,7 +173,7 @@ func main() {
 `
 
 // toolRun is a launch without breakpoints of a program that runs on,
-// until the answer says it runs.
+// until the result says it runs.
 func toolRun(b *testing.B, h *harness, program string) time.Duration {
 	b.Helper()
 	start := time.Now()
@@ -185,7 +185,7 @@ func toolRun(b *testing.B, h *harness, program string) time.Duration {
 
 // directRun is the peer of toolRun: the bare adapter from docker exec to
 // its process event (delve, which may send none, to configurationDone's
-// answer), and the initialized->process interval inside it.
+// response), and the initialized->process interval inside it.
 func directRun(b *testing.B, container, dir, lang string) (total, initToProcess time.Duration, sawProcess bool) {
 	b.Helper()
 	start := time.Now()
@@ -215,7 +215,7 @@ type direct struct {
 	conn     *dap.Conn
 	events   *eventSink
 	stopped  int       // thread that stopped
-	readyAt  time.Time // launch answered after configurationDone (no breakpoint)
+	readyAt  time.Time // launch's response came after configurationDone (no breakpoint)
 }
 
 type eventSink struct {

@@ -9,8 +9,8 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 )
 
-// A breakpoint file outside the sandbox's workspace is refused with a
-// sentence and never stored; one inside is kept for launch.
+// A breakpoint file outside the sandbox's workspace is refused with an
+// error message and never stored; one inside is kept for launch.
 func TestBreakpointFileInsideWorkspace(t *testing.T) {
 	sv := NewSupervisor()
 	defer sv.Close()

@@ -53,7 +53,7 @@ func TestPythonEvaluateSyntaxError(t *testing.T) {
 }
 
 // lldb refusing a program that is not an executable: its own complaint is
-// in the answer.
+// in the result.
 func TestLLDBLaunchFailureShowsCause(t *testing.T) {
 	h := newHarness(t)
 	h.put("CMakeLists.txt", "cmake_minimum_required(VERSION 3.10)\nproject(n C)\n")

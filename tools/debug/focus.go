@@ -18,11 +18,11 @@ func isFault(stop *godap.StoppedEventBody) bool {
 // workspace is the sandbox's workspace without a trailing slash.
 func (c *call) workspace() string { return strings.TrimSuffix(c.conn.Workspace, "/") }
 
-// focus picks the thread a stop is told from. Adapters name the thread
+// focus picks the thread a stop is reported from. Adapters name the thread
 // that stopped, but not always usefully: delve's pause can name thread 0
 // or a goroutine parked in the runtime (runtime.futex) while main.main
 // runs the loop that was paused. A stop without a thread, or a pause whose
-// thread is outside the workspace, is told from the first thread stopped
+// thread is outside the workspace, is reported from the first thread stopped
 // in the user's code, the adapter's focused one first (delve marks it
 // "*"), else the focused one, else as named. The choice is kept as the
 // session's stop, so a later step or stack acts on the same thread.

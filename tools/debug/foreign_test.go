@@ -19,7 +19,7 @@ func main() {
 }
 `
 
-// notPlaced checks the launch answer's one sentence about the
+// notPlaced checks the launch result's one sentence about the
 // breakpoints not placed for the program: it names each of want, and
 // nothing calls them placed or tells the model to wait for them to bind.
 func notPlaced(t *testing.T, answer string, want ...string) {
@@ -50,7 +50,7 @@ func notPlaced(t *testing.T, answer string, want ...string) {
 
 // Breakpoints left from other programs and languages (the conversation
 // keeps them across sessions) cannot stop the program launched now: the
-// launch answers at its program's own stop, or "Running" after the short
+// launch returns at its program's own stop, or "Running" after the short
 // grace, never after the stop wait (10 minutes here), and says in one
 // sentence which breakpoints were not placed and why. On every adapter.
 func TestForeignBreakpointsDoNotHoldLaunch(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/proto"
 )
 
-// Caps on what one answer shows (DESIGN.md §4 debug).
+// Caps on what one result shows (DESIGN.md §4 debug).
 const (
 	maxFrames    = 30
 	maxChildren  = 50

@@ -14,13 +14,13 @@ import (
 const maxListedIDs = 20
 
 // handedIDs are the ids this session has shown the model. Adapters treat
-// an id they never issued in their own ways (lldb answers a made-up
+// an id they never issued in their own ways (lldb responds to a made-up
 // frame's scopes, delve evaluates in the top frame, debugpy has dropped
 // its session), so an id is checked here and never sent when unknown.
 // All of them belong to one stop: DAP invalidates frames and references
 // when the program resumes, and threads end meanwhile (delve's goroutines
 // come and go without thread events), so an id not seen since the stop
-// is checked against a fresh threads answer.
+// is checked against a fresh threads response.
 type handedIDs struct {
 	stop    *godap.StoppedEventBody // the stop frames and refs belong to
 	frames  map[int]string          // frame id -> function name

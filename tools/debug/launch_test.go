@@ -11,8 +11,8 @@ import (
 	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
-// callBefore runs an operation that must answer (without is_error) before
-// deadline; the stop wait of these harnesses is far longer, so an answer
+// callBefore runs an operation that must return (without is_error) before
+// deadline; the stop wait of these harnesses is far longer, so a result
 // that waited for it misses the deadline.
 func (h *harness) callBefore(deadline time.Duration, args map[string]any, want ...string) string {
 	h.t.Helper()
@@ -37,8 +37,8 @@ func (h *harness) callBefore(deadline time.Duration, args map[string]any, want .
 	return res.Text()
 }
 
-// A launch without breakpoints answers once the program runs, and a
-// continue on a program that runs on answers that it is running, without
+// A launch without breakpoints returns once the program runs, and a
+// continue on a program that runs on reports that it is running, without
 // waiting the stop wait out.
 func TestLaunchAnswersRunning(t *testing.T) {
 	h := newHarness(t, debug.WithStopWait(10*time.Minute))

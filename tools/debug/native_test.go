@@ -132,7 +132,7 @@ func TestDelveResumeAfterRestart(t *testing.T) {
 
 // attachHeadlessDelve starts `dlv debug --headless` on port in dir (killed
 // when the test ends) and attaches the debug tool to it once it listens:
-// delve builds the program first. It returns the attach answer.
+// delve builds the program first. It returns the attach result.
 func attachHeadlessDelve(t *testing.T, h *harness, dir string, port int) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -8,7 +8,7 @@ import (
 	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
 
-// lldb frames in libc have no source: every answer gives them one form,
+// lldb frames in libc have no source: every result gives them one form,
 // with the library's name, and never a made-up file:line.
 func TestLLDBFramesWithoutSource(t *testing.T) {
 	h := newHarness(t)

@@ -21,7 +21,7 @@ import (
 type filePlacement struct {
 	file  string
 	lines []int
-	bps   []godap.Breakpoint // the adapter's answer, in the order of lines
+	bps   []godap.Breakpoint // the adapter's response, in the order of lines
 }
 
 // languageOf names a source file's language by its extension ("" when the
@@ -57,7 +57,7 @@ func languageOf(file string) string {
 var notNative = map[string]bool{"Python": true, "Dart": true, "JavaScript": true, "TypeScript": true, "Ruby": true, "JVM": true}
 
 // canStopIn tells whether a session of adapter could ever stop in file.
-// debugpy answers "verified" for any file that exists, so it gets only
+// debugpy reports "verified" for any file that exists, so it gets only
 // Python; dart only Dart. delve and lldb check compiled files themselves
 // against the program's debug information (delve also stops in a cgo
 // program's C, lldb in a Go binary's Go), so they are kept only from the

@@ -25,7 +25,7 @@ int main(void) {
 }
 `
 
-// A segfault inside libc is told at the user's call, with libc's frame
+// A segfault inside libc is reported at the user's call, with libc's frame
 // named below it, on lldb.
 func TestCSegfaultStopsAtUserFrame(t *testing.T) {
 	h := newHarness(t)

@@ -73,7 +73,7 @@ type session struct {
 	recorded    *godap.StoppedEventBody // the stop last written to the stop record
 	exitCode    *int
 	ended       bool
-	expired     bool // ended by the TTL; endReason is the sentence to show
+	expired     bool // ended by the TTL; endReason is the message to show
 	endReason   string
 	debuggeePID int
 	out         []byte

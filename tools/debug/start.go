@@ -44,7 +44,7 @@ func newID() string {
 
 // startSession spawns the adapter inside the sandbox, runs the DAP
 // handshake and the configuration sequence, and returns once the adapter
-// has answered launch/attach. bps maps absolute file paths to lines; what
+// has responded to launch/attach. bps maps absolute file paths to lines; what
 // the adapter said of each file's breakpoints is returned, in file order.
 func startSession(ctx context.Context, ag *agent.Client, convLabel string, p *plan, bps map[string][]int, timeouts timeouts) (s *session, placed []filePlacement, err error) {
 	s = newSession(newID(), p.adapter, ag)
@@ -101,7 +101,7 @@ func startSession(ctx context.Context, ag *agent.Client, convLabel string, p *pl
 	if err != nil {
 		return s, nil, err
 	}
-	// debugpy answers launch only after configurationDone, others before
+	// debugpy responds to launch only after configurationDone, others before
 	// initialized; wait for whichever tells us to go on.
 	launched := make(chan error, 1)
 	go func() {
@@ -171,7 +171,7 @@ func (s *session) configure(ctx context.Context, bps map[string][]int) ([]filePl
 }
 
 // setBreakpoints replaces the breakpoints of one file and returns the
-// adapter's answer for each line; only those it verified count as placed.
+// adapter's response for each line; only those it verified count as placed.
 func (s *session) setBreakpoints(ctx context.Context, file string, lines []int) ([]godap.Breakpoint, error) {
 	var body godap.SetBreakpointsResponseBody
 	err := s.conn.Do(ctx, "setBreakpoints", dap.NewSetBreakpoints(godap.Source{Path: file, Name: pathBase(file)}, lines), &body)

@@ -72,7 +72,7 @@ func withStartOutput(msg, output string) string {
 }
 
 // adapterErrorLine turns an adapter's refusal that carries a Python
-// traceback (pydevd answers a bad evaluate with its own stack) into the
+// traceback (pydevd responds to a bad evaluate with its own stack) into the
 // user's error alone: the traceback's last line, "SyntaxError: …".
 // Anything else comes back as it is.
 func adapterErrorLine(msg string) string {

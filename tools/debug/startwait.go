@@ -10,7 +10,7 @@ import (
 // startGrace is how long launch, attach and continue wait for a stop or an
 // exit when nothing is expected to stop the program (no breakpoints): long
 // enough that an exception or exit right after the start is reported as
-// such, short enough that a program that simply runs is answered "running"
+// such, short enough that a program that simply runs is reported "running"
 // at once instead of after the whole stop wait.
 const startGrace = time.Second
 
@@ -19,7 +19,7 @@ const startGrace = time.Second
 // placed may stop it, else the grace. A session resumed after a restart
 // does not know which breakpoints its adapter holds (they were placed by
 // the sandboxd before), so it keeps the full wait: otherwise a program
-// that ends a moment past the grace would be answered "running".
+// that ends a moment past the grace would be reported "running".
 func (c *call) runWait(s *session) time.Duration {
 	s.mu.Lock()
 	armed := len(s.armed) > 0
@@ -30,11 +30,11 @@ func (c *call) runWait(s *session) time.Duration {
 	return min(startGrace, c.sv.to.stop)
 }
 
-// outputTailCap bounds the program output quoted when an answer says the
+// outputTailCap bounds the program output quoted when a result says the
 // program ended.
 const outputTailCap = 2000
 
-// endedTail is the tail of the program's unread output, for an answer that
+// endedTail is the tail of the program's unread output, for a result that
 // says the program ended; the output stays unread, so output still returns
 // all of it.
 func (s *session) endedTail() string {

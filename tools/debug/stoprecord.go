@@ -18,7 +18,7 @@ import (
 func (s *session) stopRecordPath() string { return s.id + ".stop" }
 
 // recordStop writes the current stop to the record when it changed since
-// the last write. Every answer that describes the run state calls it, so
+// the last write. Every result that describes the run state calls it, so
 // what the model was last told is what a restarted sandboxd finds; a
 // failed write only costs the exact reason after a restart.
 func (s *session) recordStop(ctx context.Context) {

@@ -51,7 +51,7 @@ const spinC = `int main(void) {
 }
 `
 
-// A Go panic is told at the user's line, not runtime.fatalpanic; the
+// A Go panic is reported at the user's line, not runtime.fatalpanic; the
 // runtime frames under it are named and stack still shows them all.
 func TestGoPanicStopsAtUserFrame(t *testing.T) {
 	h := newHarness(t)
@@ -67,7 +67,7 @@ func TestGoPanicStopsAtUserFrame(t *testing.T) {
 	h.ok(op("stack"), "#0", "runtime.fatalpanic", at)
 }
 
-// A Python exception raised inside the standard library is told at the
+// A Python exception raised inside the standard library is reported at the
 // user's call.
 func TestPythonLibraryExceptionStopsAtUserFrame(t *testing.T) {
 	h := newHarness(t)

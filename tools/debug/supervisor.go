@@ -34,7 +34,7 @@ type Option func(*Supervisor)
 func WithSessionTTL(d time.Duration) Option { return func(s *Supervisor) { s.ttl = d } }
 
 // WithStopWait sets how long continue/step/launch wait for a stop before
-// answering "running" (default 10 s).
+// reporting "running" (default 10 s).
 func WithStopWait(d time.Duration) Option { return func(s *Supervisor) { s.to.stop = d } }
 
 // WithLaunchTimeout bounds launch/attach, a delve build included (default 2 minutes).

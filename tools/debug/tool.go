@@ -163,7 +163,7 @@ func (e *userError) Error() string { return e.msg }
 
 func userf(format string, a ...any) error { return &userError{msg: fmt.Sprintf(format, a...)} }
 
-// failure is the answer for an operation's error, by the Tool contract: a
+// failure is the result for an operation's error, by the Tool contract: a
 // problem with the call or the program's setup is the model's to read; a
 // classed error (an agent that dropped, a deadline inside the sandbox) is
 // an is_error result counted by its class (tools.Fail); only an error of

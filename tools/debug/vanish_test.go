@@ -11,7 +11,7 @@ import (
 )
 
 // A sandbox removed behind sandboxd's back (docker rm -f) is reported to
-// the debug tool as gone, in the manager's sentence, and not as an
+// the debug tool as gone, in the manager's error message, and not as an
 // internal error.
 func TestVanishedSandboxIsReported(t *testing.T) {
 	v := toolstest.NewVanishing(t, sandboxtest.Image("sandboxd-sandbox:latest"))

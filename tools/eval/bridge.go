@@ -7,7 +7,7 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 )
 
-// bridge returns the function that answers a cell's tool() calls: each runs
+// bridge returns the function that serves a cell's tool() calls: each runs
 // through the registry with the calling run's Env, so the run's surface,
 // approvals and the write wrappers apply exactly as to a call the model made.
 // The bridge is called with the eval call's own context, which holds the

@@ -34,7 +34,7 @@ func confine(p *place, req *proto.SpawnRequest, programDir string) error {
 	return nil
 }
 
-// jailWords picks the jail's own sentence out of a kernel's output (why it
+// jailWords picks the jail's own error message out of a kernel's output (why it
 // could not be confined), or "".
 func jailWords(out string) string {
 	for _, line := range strings.Split(out, "\n") {

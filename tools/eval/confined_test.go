@@ -371,7 +371,7 @@ for k in kids:
 }
 
 // TestHostKernelsRefuseUnconfined: an interpreter the jail cannot show is
-// refused with the jail's sentence, never run some other way.
+// refused with the jail's error message, never run some other way.
 func TestHostKernelsRefuseUnconfined(t *testing.T) {
 	outside := filepath.Join(t.TempDir(), "python3")
 	h := newHostKernels(t, testMemory, eval.WithInterpreters(outside, ""))

@@ -107,8 +107,8 @@ func pyState(t *testing.T, b *box) {
 	}
 }
 
-// pyIndented: a cell pasted from a function body runs as written, and a
-// cell that does not parse is told by its own line, not the parser's frames.
+// pyIndented: a cell pasted from a function body runs as written, and a cell
+// that does not parse is reported at its own line, not the parser's frames.
 func pyIndented(t *testing.T, b *box) {
 	if got := b.ok("python", "    a = 2\n    if a:\n        a += 1\n    a"); got != "3" {
 		t.Fatalf("an indented cell gave %q, want 3", got)

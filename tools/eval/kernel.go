@@ -253,7 +253,7 @@ type bridgeFunc func(ctx context.Context, name string, args json.RawMessage) mes
 type cellEnd int
 
 const (
-	endDone        cellEnd = iota // the kernel answered done
+	endDone        cellEnd = iota // the kernel reported done
 	endInterrupted                // the budget ran out or the call was cancelled, and the kernel stopped the cell
 	endStuck                      // the kernel did not stop after the interrupt
 	endGone                       // fd 4 ended: the kernel died or the pipe dropped
@@ -264,7 +264,7 @@ type cellRun struct {
 	end     cellEnd
 	status  string // the kernel's status when end is endDone or endInterrupted
 	errText string
-	count   int // the kernel's execution_count of the cell (0 when it did not answer)
+	count   int // the kernel's execution_count of the cell (0 when it did not respond)
 	out     *output
 	elapsed time.Duration
 	budget  time.Duration
@@ -347,7 +347,7 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 				}
 			case "done":
 				if m.ID != id {
-					continue // a late answer to an earlier, abandoned cell
+					continue // a late response to an earlier, abandoned cell
 				}
 				if k.cellFdOut() {
 					if fd := k.takeFdOut(); len(fd) > 0 {

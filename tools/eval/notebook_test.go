@@ -76,7 +76,7 @@ func pyIPythonDisplay(t *testing.T, b *box) {
 }
 
 // hideIPython makes an installed IPython unimportable in the kernel, so the
-// stand-in answers, as on a machine without IPython (the sandbox image has
+// stand-in is used, as on a machine without IPython (the sandbox image has
 // one, with ipykernel).
 const hideIPython = `import sys
 _shim = next(f for f in sys.meta_path if type(f).__name__ == 'ShimFinder')
@@ -271,7 +271,7 @@ func pyChartData(t *testing.T, b *box) {
 		t.Fatalf("a 100-point series is not capped: %q", charts[0])
 	}
 	want(t, charts[1], `bars "temp", 2 bars: oslo=3, rome=18`)
-	// A histogram's bars are told by their bins.
+	// A histogram's bars are labelled by their bins.
 	want(t, b.ok("python", "plt.hist([1, 2, 2, 3, 3, 3], bins=3, label='h'); None"), `bars "h", 3 bars: [1, 1.667)=1, [1.667, 2.333)=2, [2.333, 3)=3`)
 	// The figure shown as the last expression is not sent twice.
 	r = b.evalIn(b.env, "python", "fig, ax = plt.subplots()\nax.plot([1, 2])\nfig", nil)

@@ -35,7 +35,7 @@ func TestVanishedSandboxIsReported(t *testing.T) {
 }
 
 // A sandbox deleted (as DELETE /v1/sandboxes/{id} does) while a cell runs
-// in it: the cell's answer says the sandbox was deleted and the kernel
+// in it: the cell's result says the sandbox was deleted and the kernel
 // with it, never to call eval again to reconnect to a kernel that no
 // longer exists.
 func TestSandboxDeletedUnderARunningCell(t *testing.T) {

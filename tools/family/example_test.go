@@ -12,7 +12,7 @@ import (
 	"github.com/sandboxd/sandboxd/tools/family"
 )
 
-// clock is a tool that answers the time of day.
+// clock is a tool that returns the time of day.
 type clock struct{}
 
 func (clock) Spec() tools.Spec {

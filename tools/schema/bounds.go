@@ -61,7 +61,7 @@ func asInt64(f *big.Float) (int64, bool) {
 	return i, acc == big.Exact
 }
 
-// check returns "" when n lies within the bounds, else the sentence.
+// check returns "" when n lies within the bounds, else the error message.
 func (b *bounds) check(n json.Number, at string) string {
 	if b.lo == nil && b.hi == nil {
 		return ""

@@ -4,8 +4,8 @@
 // items, minimum/maximum, minLength/maxLength, minItems/maxItems, plus the
 // annotations description, title, default and examples.
 //
-// A schema is compiled once at registration; Validate then answers with one
-// sentence that names the offending field, because that sentence goes
+// A schema is compiled once at registration; Validate then returns one
+// error message that names the offending field, because that message goes
 // straight to the model that made the call. Everything Validate accepts can
 // be decoded into the Go types tools use: an integer is bounded to int64 and
 // a number to float64 even where the schema sets no bound, and Normalize

@@ -53,7 +53,7 @@ func TestValidate(t *testing.T) {
 		name   string
 		s      *Schema
 		args   string
-		want   string // "" means valid; otherwise the exact sentence
+		want   string // "" means valid; otherwise the exact error message
 		prefix bool   // want is a prefix only
 	}{
 		{"valid minimal", read, `{"path":"a.go"}`, "", false},

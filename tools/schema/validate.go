@@ -16,7 +16,7 @@ import (
 )
 
 // Validate checks args (a JSON document) against the schema. The error, an
-// errdefs.ErrInvalidArgument, is one sentence naming the offending field.
+// errdefs.ErrInvalidArgument, is one error message naming the offending field.
 // Empty args are not special here: callers that treat an empty body as {}
 // say so before calling.
 func (s *Schema) Validate(args json.RawMessage) error {
@@ -80,8 +80,8 @@ func syntaxSentence(err error, doc []byte) string {
 	return "arguments are not valid JSON: " + err.Error()
 }
 
-// check returns "" when v is valid, otherwise the sentence. at is the field
-// path ("" for the top level).
+// check returns "" when v is valid, otherwise the error message. at is the
+// field path ("" for the top level).
 func (s *Schema) check(v any, at string, w *walk) string {
 	if len(s.types) > 0 && !s.typeOK(v) {
 		return fmt.Sprintf("%s must be %s, got %s", subject(at), typeNames(s.types), describe(v))
@@ -174,8 +174,8 @@ func (s *Schema) unknownSentence(m map[string]any, at string, unknown, missing [
 			free = append(free, name)
 		}
 	}
-	// A call may carry any number of keys of any length: the sentence names
-	// the first few, each clipped.
+	// A call may carry any number of keys of any length: the error message
+	// names the first few, each clipped.
 	const maxNamed = 5
 	var quoted, meant []string
 	covered := map[string]bool{}

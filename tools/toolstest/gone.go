@@ -49,8 +49,8 @@ func RemoveContainer(t testing.TB, id string) {
 	}
 }
 
-// WantGone checks that a call's answer reports the conversation's sandbox
-// as gone, in the sandbox manager's sentence ("no longer exists" for the
+// WantGone checks that a call's result reports the conversation's sandbox
+// as gone, in the sandbox manager's error message ("no longer exists" for the
 // first call to find it gone, "has no sandbox" once the manager forgot
 // it), and not as sandboxd's internal error.
 func WantGone(t testing.TB, what string, res tools.Result) {

@@ -22,7 +22,7 @@ import (
 //
 // Workers cannot outlive this process usefully (their tokens and state
 // are in memory), so Drain kills them at once: a vibe_wait in flight then
-// answers "killed" instead of holding the HTTP shutdown until its deadline.
+// returns "killed" instead of holding the HTTP shutdown until its deadline.
 func Family(tokens Tokens, url func(ctx context.Context) string) family.Family {
 	return &fam{tokens: tokens, url: url}
 }

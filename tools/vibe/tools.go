@@ -54,7 +54,7 @@ func spec(name, desc, schema string) tools.Spec {
 	return tools.Spec{Name: name, Description: desc, Level: tools.LevelRead, ParallelSafe: true, InputSchema: json.RawMessage(schema)}
 }
 
-// toolErr turns a manager error into the model's sentence; anything not
+// toolErr turns a manager error into the model's error message; anything not
 // classed is sandboxd's own failure.
 func toolErr(err error) (tools.Result, error) {
 	switch errdefs.Code(err) {

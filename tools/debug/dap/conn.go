@@ -20,7 +20,7 @@ import (
 )
 
 // MaxMessageBytes caps one incoming message; a bigger one ends the
-// connection (an adapter never needs that much for one answer).
+// connection (an adapter never needs that much for one response).
 const MaxMessageBytes = 32 << 20
 
 // Message is any DAP message with its body or arguments left raw.
@@ -41,7 +41,7 @@ type Message struct {
 type Handler interface {
 	// Event is called for every event, known or not.
 	Event(m *Message)
-	// ReverseRequest answers a request from the adapter (runInTerminal,
+	// ReverseRequest responds to a request from the adapter (runInTerminal,
 	// startDebugging, ...): a body for success or an error for a refusal.
 	ReverseRequest(m *Message) (body any, err error)
 }
@@ -62,7 +62,7 @@ var ErrClosed = errors.New("the debug adapter connection is closed")
 // Conn is one connection to a debug adapter.
 //
 // Goroutines: one reader (until the stream ends or Close); reverse-request
-// answers are written from short-lived goroutines through the same
+// responses are written from short-lived goroutines through the same
 // serialized writer. Close closes the stream, which ends the reader, which
 // fails every pending request.
 type Conn struct {
@@ -114,7 +114,7 @@ func (c *Conn) Close() error {
 	return err
 }
 
-// Pending is a request sent and not yet answered.
+// Pending is a request sent that has no response yet.
 type Pending struct {
 	c       *Conn
 	seq     int
@@ -122,7 +122,7 @@ type Pending struct {
 	ch      chan *Message
 }
 
-// Start sends a request without waiting for its response (debugpy answers
+// Start sends a request without waiting for its response (debugpy responds to
 // launch only after configurationDone).
 func (c *Conn) Start(ctx context.Context, command string, args any) (*Pending, error) {
 	var raw json.RawMessage

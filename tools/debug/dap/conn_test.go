@@ -79,7 +79,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 // Custom events go-dap does not know are delivered, not fatal, and a
-// response is matched to its request even when answers come out of order.
+// response is matched to its request even when responses come out of order.
 func TestUnknownEventsAndOutOfOrderResponses(t *testing.T) {
 	rec := &recorder{}
 	c, f := newPair(t, rec)
@@ -114,7 +114,7 @@ func TestUnknownEventsAndOutOfOrderResponses(t *testing.T) {
 	}
 }
 
-// A reverse request is answered: runInTerminal refused with the handler's
+// A reverse request gets a response: runInTerminal refused with the handler's
 // reason, others with the handler's body.
 func TestReverseRequestsAnswered(t *testing.T) {
 	c, f := newPair(t, &recorder{})
@@ -146,7 +146,7 @@ func TestErrorResponse(t *testing.T) {
 	}
 }
 
-// Every request has a deadline: no answer is an error naming the command,
+// Every request has a deadline: no response is an error naming the command,
 // and a closed connection fails what is pending.
 func TestDeadlineAndClose(t *testing.T) {
 	c, f := newPair(t, nil)
