@@ -41,7 +41,7 @@ func createReq(backend, conv string) api.CreateSandboxRequest {
 }
 
 // call invokes a tool and returns its text; is_error is reported as a Go
-// error carrying the text so tests can match the sentence.
+// error carrying the text so tests can match the error message.
 func call(t *testing.T, d *daemon, run, tool string, args any) (string, error) {
 	t.Helper()
 	raw, err := json.Marshal(args)
@@ -131,7 +131,8 @@ func TestFileToolsOverHTTP(t *testing.T) {
 				t.Fatalf("a failed patch changed the first file: %q", out)
 			}
 
-			// Escapes are refused with a sentence, and nothing outside is touched.
+			// Escapes are refused with an error message, and nothing outside
+			// is touched.
 			for _, p := range []string{"../../etc/passwd", "/etc/passwd", "src/../../x"} {
 				if _, err := call(t, d, run.ID, "read", map[string]any{"path": p}); err == nil {
 					t.Fatalf("read %q was allowed", p)
@@ -148,7 +149,7 @@ func TestFileToolsOverHTTP(t *testing.T) {
 }
 
 // TestSurfacesAndValidation checks what a plan run sees, that hidden tools
-// answer 404 and that bad arguments come back as is_error sentences.
+// get 404 and that bad arguments come back as is_error results.
 func TestSurfacesAndValidation(t *testing.T) {
 	d := startDaemon(t, "host", t.TempDir())
 	if _, err := d.Client.CreateSandbox(ctx(t), createReq("host", "conv-plan")); err != nil {

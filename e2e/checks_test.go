@@ -189,8 +189,8 @@ func numericProps(schema map[string]any) map[string]map[string]any {
 }
 
 // Every integer and number argument of every tool has a declared range,
-// and out-of-range values and non-integers answer is_error with one
-// sentence naming the argument (never decoder text or "internal error");
+// and out-of-range values and non-integers get is_error with one
+// error message naming the argument (never decoder text or "internal error");
 // an unknown argument is named with what was meant even when a required
 // one is missing.
 func TestArgumentsNamedAndBounded(t *testing.T) {
@@ -333,7 +333,7 @@ func TestWorkdirAndBreakpointsStayInWorkspace(t *testing.T) {
 
 // A body trickled a byte a second over a real TCP connection is cut off
 // with a 400 that says so and the connection closed, while the daemon goes
-// on answering others.
+// on serving others.
 func TestSlowBodyIsCutOff(t *testing.T) {
 	d := startDaemon(t, "host", t.TempDir())
 	u, err := url.Parse(d.URL)

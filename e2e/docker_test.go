@@ -86,7 +86,7 @@ func TestDockerSandboxIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Only the loopback interface exists, and nothing outside answers.
+	// Only the loopback interface exists, and nothing outside responds.
 	out := mustCall(t, d, run.ID, "shell", map[string]any{"command": "echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,)"})
 	if !strings.Contains(out, "ifaces=lo,\n") {
 		t.Fatalf("interfaces in a network-none sandbox: %q, want only lo", out)
@@ -98,7 +98,7 @@ func TestDockerSandboxIsolation(t *testing.T) {
 }
 
 // TestSandboxRemovedBehindOurBack: a container removed outside sandboxd
-// gives the model a clear sentence, the API reports it gone, and the
+// gives the model a clear error message, the API reports it gone, and the
 // conversation can get a new sandbox.
 func TestSandboxRemovedBehindOurBack(t *testing.T) {
 	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {

@@ -196,7 +196,7 @@ func TestEvalBenchmark(t *testing.T) {
 var jupyterPeerPy string
 
 // jupyterFigures are the Jupyter peer's: its kernel's start until the first
-// answer, and the timed round trips.
+// response, and the timed round trips.
 type jupyterFigures struct {
 	start             time.Duration
 	trips             bench.Summary

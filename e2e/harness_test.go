@@ -81,11 +81,11 @@ type daemon struct {
 	logs *capBuffer
 
 	mu       sync.Mutex // guards problems
-	problems []string   // answers that did not fit the OpenAPI document
+	problems []string   // responses that did not fit the OpenAPI document
 }
 
 // startDaemon starts sandboxd on a free loopback port with the given
-// backend and data dir, waits until /readyz answers, and stops it at cleanup.
+// backend and data dir, waits until /readyz responds, and stops it at cleanup.
 func startDaemon(t *testing.T, backend, dataDir string, extra ...string) *daemon {
 	t.Helper()
 	d := &daemon{t: t, backend: backend, dataDir: dataDir, args: extra}
@@ -180,12 +180,12 @@ func (d *daemon) start() {
 	}
 }
 
-// contract checks every /v1 answer that a daemon of this process gives
+// contract checks every /v1 response that a daemon of this process gives
 // against the OpenAPI document (GET /v1/openapi.json) the first daemon
 // served, and charges each mismatch to the daemon's test. It is the
 // process's http.DefaultTransport, so the calls tests make with the Go
 // client or http.DefaultClient are all checked without asking for it;
-// answers of other servers pass untouched.
+// responses of other servers pass untouched.
 var contract = &contractCheck{daemons: map[string]*daemon{}}
 
 type contractCheck struct {
@@ -198,7 +198,7 @@ type contractCheck struct {
 
 var _ http.RoundTripper = (*contractCheck)(nil)
 
-// watch starts checking d's answers, fetching the document first if no
+// watch starts checking d's responses, fetching the document first if no
 // daemon has yet.
 func (c *contractCheck) watch(d *daemon) error {
 	c.mu.Lock()
@@ -248,7 +248,7 @@ func (c *contractCheck) RoundTrip(req *http.Request) (*http.Response, error) {
 	return chk.Transport(c.base, "/v1/", d.contractProblem).RoundTrip(req)
 }
 
-// contractProblem records an answer that did not fit the document.
+// contractProblem records a response that did not fit the document.
 func (d *daemon) contractProblem(err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -257,7 +257,7 @@ func (d *daemon) contractProblem(err error) {
 	}
 }
 
-// reportContract fails the test with every answer that did not fit.
+// reportContract fails the test with every response that did not fit.
 func (d *daemon) reportContract() {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -213,7 +213,7 @@ func (c *cluster) portForward(t *testing.T, pod string, port int) string {
 
 // connect port-forwards to the pod's sandboxd (on the node's network,
 // replica i listens on chartPort + i) and returns a client for tenant e2e,
-// once sandboxd answers /readyz through the tunnel.
+// once sandboxd responds to /readyz through the tunnel.
 func (c *cluster) connect(t *testing.T, pod *corev1.Pod, token string) *daemon {
 	t.Helper()
 	index, err := strconv.Atoi(pod.Labels["apps.kubernetes.io/pod-index"])

@@ -201,7 +201,7 @@ func TestMCPGoSDK(t *testing.T) {
 		t.Fatalf("eval of a PNG display gave no image content: %+v", img.Content)
 	}
 
-	// Bad arguments are the tool's answer (the registry's schema), an
+	// Bad arguments get the tool's result (the registry's schema), an
 	// unknown tool a protocol error.
 	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "read", Arguments: map[string]any{"nope": 1}})
 	if err != nil || !res.IsError || !strings.Contains(textOf(res), "path") {

@@ -17,7 +17,7 @@ import (
 	"github.com/sandboxd/sandboxd/tools"
 )
 
-// scrape answers GET /metrics as Prometheus would (no token).
+// scrape sends GET /metrics as Prometheus would (no token).
 func scrape(t *testing.T, d *daemon) string {
 	t.Helper()
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)

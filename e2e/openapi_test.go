@@ -115,7 +115,7 @@ func TestOpenAPILiveStreams(t *testing.T) {
 	}
 }
 
-// TestContractCheckCatchesAMismatch serves the real document with answers
+// TestContractCheckCatchesAMismatch serves the real document with responses
 // that break it: the harness's check must charge each to the daemon.
 func TestContractCheckCatchesAMismatch(t *testing.T) {
 	doc, err := api.OpenAPI(nil)

@@ -14,7 +14,7 @@ import (
 )
 
 // TestPausedSandbox: a sandbox paused in its engine (docker pause, ctr task
-// pause) answers tool calls at once that it is paused and how to unpause
+// pause) responds to tool calls at once that it is paused and how to unpause
 // it — never that it should be deleted — the API shows it paused, and after
 // the unpause the next call works on the same workspace.
 func TestPausedSandbox(t *testing.T) {
@@ -58,7 +58,7 @@ func TestPausedSandbox(t *testing.T) {
 				}
 			})
 			// A call already on its way when the pause lands waits; every
-			// call after the state check answers at once.
+			// call after the state check returns at once.
 			var text string
 			waitFor(t, 30*time.Second, "a read says the sandbox is paused", func() error {
 				cctx, cancel := context.WithTimeout(ctx(t), 3*time.Second)

@@ -20,7 +20,7 @@ import (
 type sseEvent struct{ name, data, comment string }
 
 // streamCall posts a tool call with Accept: text/event-stream and returns
-// the answer; events reads its events one at a time.
+// the response; events reads its events one at a time.
 func streamCall(t *testing.T, ctx context.Context, d *daemon, run, tool string, args any) (*http.Response, func() (sseEvent, bool)) {
 	t.Helper()
 	raw, _ := json.Marshal(args)
@@ -56,7 +56,7 @@ func streamCall(t *testing.T, ctx context.Context, d *daemon, run, tool string, 
 	}
 }
 
-// plainBody is a plain call's answer, as bytes.
+// plainBody is a plain call's response, as bytes.
 func plainBody(t *testing.T, d *daemon, run, tool string, args any) string {
 	t.Helper()
 	raw, _ := json.Marshal(args)
@@ -77,7 +77,7 @@ func plainBody(t *testing.T, d *daemon, run, tool string, args any) string {
 // TestStreamedToolCalls drives streamed calls through the HTTP API against
 // a real sandbox: shell's first line arrives as an output event before the
 // command has printed its second, and before the result; the result event
-// is byte for byte the plain call's answer; a silent call heartbeats; a
+// is byte for byte the plain call's response; a silent call heartbeats; a
 // client that disconnects ends its call as a plain call's would and the
 // conversation goes on; eval streams a cell's output too.
 func TestStreamedToolCalls(t *testing.T) {

@@ -296,7 +296,7 @@ func TestVibeWorkerInDockerSandbox(t *testing.T) {
 }
 
 // TestShutdownEndsWorkers: stopping sandboxd kills its workers at once and
-// answers a vibe_wait in flight, rather than waiting for the deadline.
+// ends a vibe_wait in flight, rather than waiting for the deadline.
 func TestShutdownEndsWorkers(t *testing.T) {
 	d := vibeDaemon(t)
 	sb, err := d.Client.CreateSandbox(ctx(t), createReq("host", "conv-vibe-stop"))
