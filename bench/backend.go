@@ -12,13 +12,13 @@ import (
 )
 
 // BackendFigures are one backend's timings: create until the first agent
-// answer, reads on the open pipe, and reads over a fresh exec each.
+// response, reads on the open pipe, and reads over a fresh exec each.
 type BackendFigures struct {
 	Create, Pipe, Fresh []time.Duration
 }
 
 // CreateToReady creates a sandbox through a Manager and waits for the first
-// agent answer, then removes it.
+// agent response, then removes it.
 func CreateToReady(ctx context.Context, b sandbox.Backend, tenant, conv, image string) (time.Duration, error) {
 	m := sandbox.NewManager(b)
 	if err := m.Start(ctx); err != nil {

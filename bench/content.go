@@ -25,7 +25,7 @@ func Lines(content []byte) []string {
 	return strings.Split(strings.TrimSuffix(string(content), "\n"), "\n")
 }
 
-// CheckNumbered verifies that text (a `read` tool answer: numbered lines,
+// CheckNumbered verifies that text (a `read` tool result: numbered lines,
 // whatever the numbering looks like) holds every line of want, in order,
 // each as the tail of its own line, with nothing left out. It says which
 // line is missing, which is what a fast-and-wrong path would show.

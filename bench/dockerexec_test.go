@@ -10,7 +10,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
-// fakeExec is an engine that answers one exec with a canned multiplexed
+// fakeExec is an engine that responds to one exec with a canned multiplexed
 // stream and inspect result.
 type fakeExec struct {
 	stream    []byte

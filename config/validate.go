@@ -20,7 +20,7 @@ var deploymentName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$`)
 // capName is a Linux capability without or with its CAP_ prefix.
 var capName = regexp.MustCompile(`^(CAP_)?[A-Z_]{2,32}$`)
 
-// Validate checks every key and returns the first problem as one sentence.
+// Validate checks every key and returns the first problem as one error message.
 func (c *Config) Validate() error {
 	names := map[string]bool{}
 	hashes := map[string]string{}
@@ -106,7 +106,7 @@ func (c *Config) WorkersConfigured() bool { return c.Workers.Fast != nil || c.Wo
 var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
 var cannotUnmarshal = regexp.MustCompile(`^line (\d+): cannot unmarshal !!(\w+) (?:` + "`" + `(.*)` + "`" + ` )?into (\S+)$`)
 
-// describeYAMLError turns yaml's messages into sentences that name the key
+// describeYAMLError turns yaml's messages into error messages that name the key
 // or value and the line, and say what to do.
 func describeYAMLError(err error) error {
 	var ve valueError

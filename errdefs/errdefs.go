@@ -1,8 +1,8 @@
 // Package errdefs defines the few error classes sandboxd uses everywhere.
 //
-// Packages wrap one of the sentinel classes with %w and a sentence that says
-// what was wrong and what to do; only the HTTP edge (package api) maps a class
-// to a status code. Classes survive the agent pipe as a Code string.
+// Packages wrap one of the sentinel classes with %w and an error message that
+// says what was wrong and what to do; only the HTTP edge (package api) maps a
+// class to a status code. Classes survive the agent pipe as a Code string.
 package errdefs
 
 import (
@@ -31,7 +31,7 @@ var classes = []error{
 }
 
 // classed is an error with a class and its own message; Error() returns only
-// the message so that the class code does not leak into sentences for people.
+// the message so that the class code does not leak into messages for people.
 type classed struct {
 	class error
 	msg   string

@@ -267,7 +267,7 @@ func (m *Metrics) backendLabel(b string) string {
 // RunCreated counts a run created through the API.
 func (m *Metrics) RunCreated() { m.runsCreated.Inc() }
 
-// ObserveHTTP counts one answered request. route must be a pattern of the
+// ObserveHTTP counts one served request. route must be a pattern of the
 // API's mux (a closed set), never a raw path; "" means no route matched.
 func (m *Metrics) ObserveHTTP(route, method string, code int, _ time.Duration) {
 	if route == "" {

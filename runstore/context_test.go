@@ -58,7 +58,7 @@ func cancelSoon(t *testing.T) context.Context {
 }
 
 // A caller that gives up stops waiting for records that hang: the store
-// answers at once instead of after DefaultRecordsTimeout.
+// returns at once instead of after DefaultRecordsTimeout.
 func TestRecordsCallsEndWithTheCaller(t *testing.T) {
 	if DefaultRecordsTimeout < 3*time.Second {
 		t.Fatalf("DefaultRecordsTimeout %v is too short to tell the caller's cancellation from it", DefaultRecordsTimeout)

@@ -78,7 +78,8 @@ func TestRunFileRestoresRuns(t *testing.T) {
 	}
 }
 
-// A damaged file is set aside with a sentence, and the store starts empty.
+// A damaged file is set aside with an error message saying where, and the
+// store starts empty.
 func TestRunFileDamagedIsSetAside(t *testing.T) {
 	for name, content := range map[string]string{
 		"not json":      "{runs: [",

@@ -12,7 +12,7 @@ import (
 
 // Records keeps the top-level runs of every replica of a deployment, so
 // that any replica serves a run another one created and runs outlive the
-// replica that created them. List and Count answer from what the records
+// replica that created them. List and Count read from what the records
 // hold at hand (a cache) and never block on the network; Get may ask
 // further (a run created a moment ago elsewhere).
 type Records interface {
@@ -169,7 +169,7 @@ func (s *Store) putRecord(ctx context.Context, run tools.Run) error {
 
 // checkRecord returns run, a top-level run in memory, unless its record
 // is gone: then another replica deleted it and it ends here as well. When
-// the records cannot answer, memory serves.
+// the records cannot respond, memory serves.
 func (s *Store) checkRecord(ctx context.Context, run tools.Run) (tools.Run, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.recTimeout)
 	_, ok, err := s.records.Get(ctx, run.ID)

@@ -412,7 +412,7 @@ func (s *Store) notify(gone []ended) {
 }
 
 // NoRun is the error of a run that is not live for the caller: it does not
-// exist, has ended, or belongs to another tenant (the API answers all three
+// exist, has ended, or belongs to another tenant (the API responds to all three
 // alike, so an id says nothing about other tenants).
 func NoRun(id string) error {
 	return errdefs.NotFound("run %q does not exist or has ended; create a run with POST /v1/runs", id)

@@ -104,9 +104,9 @@ func exportedNames(t *testing.T) map[string]bool {
 	return out
 }
 
-// firstScrape is what GET /metrics answers from metrics wired as serve
+// firstScrape is what GET /metrics returns from metrics wired as serve
 // wires them, with replication on, before any tool call, pipe or run. Only
-// the readiness probe has been answered: HTTP series are born with the
+// the readiness probe has been served: HTTP series are born with the
 // first request, and the probe's comes before any scrape.
 func firstScrape(t *testing.T) string {
 	t.Helper()
@@ -150,7 +150,7 @@ func replicaMetrics(t *testing.T, reg prometheus.Registerer) {
 }
 
 // A plain sandboxd (no replication) has no replica metric: the queries
-// WithoutReplication leaves are the ones its first scrape must answer.
+// WithoutReplication leaves are the ones its first scrape must satisfy.
 func TestWithoutReplication(t *testing.T) {
 	qs, err := Queries(".")
 	if err != nil {

@@ -75,7 +75,7 @@ func TestHostNetwork(t *testing.T) {
 // TestHostNetworkProbes runs the rendered exec probes with bash, as the
 // kubelet runs them in the container: each replica's probe asks its own
 // port (service.port + its index), passes on 200 and fails on another
-// answer or on nothing listening.
+// response or on nothing listening.
 func TestHostNetworkProbes(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {

@@ -127,9 +127,9 @@ var (
 	literalAlternation = regexp.MustCompile(`^[a-zA-Z0-9_]+(\|[a-zA-Z0-9_]+)*$`)
 )
 
-// CheckScrape returns one sentence for each metric, label or label value
+// CheckScrape returns one message for each metric, label or label value
 // that a query selects and scrape (the Prometheus text format, as GET
-// /metrics answers) lacks. Label values are checked where a matcher names
+// /metrics returns) lacks. Label values are checked where a matcher names
 // them literally (=, !=, or a regex that only lists values); patterns
 // such as "5.." and Grafana variables are left alone.
 func CheckScrape(qs []Query, scrape string) ([]string, error) {

@@ -36,7 +36,7 @@ func clusterWith(objs ...runtime.Object) secrets {
 	return secrets{dynfake.NewSimpleDynamicClient(scheme.Scheme, objs...)}
 }
 
-// asStored is the Secret as the API server answers it after an install:
+// asStored is the Secret as the API server returns it after an install:
 // stringData folded into data.
 func asStored(o object) *corev1.Secret {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: str(o, "metadata", "name"), Namespace: str(o, "metadata", "namespace")}, Data: map[string][]byte{}}
