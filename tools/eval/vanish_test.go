@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/sandbox/docker/dockertest"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/eval"
@@ -15,7 +16,7 @@ import (
 // ran is reported to eval as gone, with what that means for the kernel's
 // state, and not as an internal error.
 func TestVanishedSandboxIsReported(t *testing.T) {
-	v := toolstest.NewVanishing(t, sandboxtest.Image("sandboxd-sandbox:latest"))
+	v := toolstest.NewVanishing(t, dockertest.Backend(t, sandboxtest.Image("sandboxd-sandbox:latest")))
 	reg := tools.NewRegistry()
 	tool := eval.New(reg)
 	t.Cleanup(tool.Close)
