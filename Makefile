@@ -30,7 +30,7 @@ help:
 	@echo 'make images-sandboxd  sandboxd:latest (sandboxd + sandbox-agent, for Kubernetes; cached)'
 	@echo 'make run            build and serve on $(LISTEN) (BACKEND=auto|docker|host, DATA_DIR, CONFIG); prints the console URL and token once it answers'
 	@echo 'make test           everything CI runs: set-up, build, images, lint, unit, integration, e2e'
-	@echo 'make lint           gofmt and go vet'
+	@echo 'make lint           gofmt, go vet, staticcheck (pinned, installed into .tools/ on first use) and the layering check'
 	@echo 'make cluster-up     a local single-node Kubernetes for tests (prints the KUBECONFIG path last)'
 	@echo 'make cluster-deploy sandboxd as REPLICAS replicas there (default 3; prints {"urls","token",...} last)'
 	@echo 'make cluster-down   remove that release and tear the cluster down, leaving nothing running'

@@ -43,7 +43,7 @@ make images 2>&1 | tee "$ARTIFACTS/images.log"
 section "images for containerd (scripts/containerd-import.sh)"
 scripts/containerd-import.sh sandboxd-sandbox:latest 2>&1 | tee "$ARTIFACTS/containerd-import.log"
 
-section "lint (gofmt, go vet)"
+section "lint (gofmt, go vet, staticcheck, layering; scripts/lint.sh)"
 scripts/lint.sh 2>&1 | tee "$ARTIFACTS/lint.log"
 
 # What the integration and e2e tests read: they skip their Docker cases unless SANDBOXD_TEST_DOCKER=1.

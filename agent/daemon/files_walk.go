@@ -244,13 +244,6 @@ func loadIgnore(stack ignoreStack, root *os.Root, dir, base string) ignoreStack 
 	return stack
 }
 
-func parentRel(rel string) string {
-	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
-		return rel[:i]
-	}
-	return ""
-}
-
 func join(a, b string) string {
 	if a == "" {
 		return b

@@ -243,8 +243,6 @@ func (c *supervisedCall) apply(resp *proto.ExecResponse, ev callEvent) (done boo
 			c.ps.log.Warn("processes of a command survived being killed", "argv0", c.argv0, "remaining", n)
 		}
 	case evGone:
-	default:
-		c.ps.log.Warn("the supervisor of a command says", "argv0", c.argv0, "line", ev.text())
 	case evExit:
 		resp.Duration = time.Since(c.started)
 		resp.ExitCode, resp.Signal = exitFields(syscall.WaitStatus(ev.int(0)))
@@ -255,6 +253,8 @@ func (c *supervisedCall) apply(resp *proto.ExecResponse, ev callEvent) (done boo
 			}
 		}
 		return true, nil
+	default:
+		c.ps.log.Warn("the supervisor of a command says", "argv0", c.argv0, "line", ev.text())
 	}
 	return false, nil
 }

@@ -66,12 +66,20 @@ func main() {
 	tree := flag.String("tree", "", "tree to search (default $(go env GOROOT)/src)")
 	smoke := flag.Bool("smoke", false, "one run over a small tree; check the section renders without rewriting -out")
 	flag.Parse()
-	root := filepath.Join(runtime.GOROOT(), "src")
-	if *smoke {
-		root, *runs = filepath.Join(root, "flag"), 1
+	root := *tree
+	if root == "" {
+		goroot, err := goRoot()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "astgrepbench:", err)
+			os.Exit(1)
+		}
+		root = filepath.Join(goroot, "src")
+		if *smoke {
+			root = filepath.Join(root, "flag")
+		}
 	}
-	if *tree != "" {
-		root = *tree
+	if *smoke {
+		*runs = 1
 	}
 	if *runs < 1 {
 		fmt.Fprintf(os.Stderr, "astgrepbench: -runs is %d; give at least 1\n", *runs)
@@ -345,8 +353,27 @@ func compare(peer, ours []string, extra func(string) bool) (same, extras, missin
 // treeName shows root as the report names it: relative to $(go env GOROOT)
 // when it is under it, so the section does not carry this machine's paths.
 func treeName(root string) string {
-	if rel, err := filepath.Rel(runtime.GOROOT(), root); err == nil && !strings.HasPrefix(rel, "..") {
+	goroot, err := goRoot()
+	if err != nil {
+		return root
+	}
+	if rel, err := filepath.Rel(goroot, root); err == nil && !strings.HasPrefix(rel, "..") {
 		return filepath.ToSlash(filepath.Join("$(go env GOROOT)", rel))
 	}
 	return root
+}
+
+// goRoot asks the go command on PATH for its GOROOT: the root this program
+// was built with may not exist where the binary runs.
+func goRoot() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "go", "env", "GOROOT")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOROOT (the default tree to search; give -tree to search another): %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out)), nil
 }

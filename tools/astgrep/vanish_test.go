@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/sandbox/docker/dockertest"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/astgrep"
@@ -16,7 +17,7 @@ import (
 // ast_grep, ast_edit and resolve as gone, in the manager's sentence, and
 // not as an internal error.
 func TestVanishedSandboxIsReported(t *testing.T) {
-	v := toolstest.NewVanishing(t, sandboxtest.Image("sandboxd-sandbox:latest"))
+	v := toolstest.NewVanishing(t, dockertest.Backend(t, sandboxtest.Image("sandboxd-sandbox:latest")))
 	reg := tools.NewRegistry()
 	ts, drop := astgrep.Tools(engine.New())
 	t.Cleanup(func() { drop("r1") })

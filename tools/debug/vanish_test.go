@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/sandbox/docker/dockertest"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/debug"
@@ -14,7 +15,7 @@ import (
 // the debug tool as gone, in the manager's error message, and not as an
 // internal error.
 func TestVanishedSandboxIsReported(t *testing.T) {
-	v := toolstest.NewVanishing(t, sandboxtest.Image("sandboxd-sandbox:latest"))
+	v := toolstest.NewVanishing(t, dockertest.Backend(t, sandboxtest.Image("sandboxd-sandbox:latest")))
 	sv := debug.NewSupervisor()
 	t.Cleanup(sv.Close)
 	reg := tools.NewRegistry()

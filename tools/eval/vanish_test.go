@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/sandbox/docker/dockertest"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/eval"
@@ -17,7 +18,7 @@ import (
 // ran is reported to eval as gone, with what that means for the kernel's
 // state, and not as an internal error.
 func TestVanishedSandboxIsReported(t *testing.T) {
-	v := toolstest.NewVanishing(t, sandboxtest.Image("sandboxd-sandbox:latest"))
+	v := toolstest.NewVanishing(t, dockertest.Backend(t, sandboxtest.Image("sandboxd-sandbox:latest")))
 	reg := tools.NewRegistry()
 	tool := eval.New(reg)
 	t.Cleanup(tool.Close)
@@ -39,7 +40,7 @@ func TestVanishedSandboxIsReported(t *testing.T) {
 // with it, never to call eval again to reconnect to a kernel that no
 // longer exists.
 func TestSandboxDeletedUnderARunningCell(t *testing.T) {
-	v := toolstest.NewVanishing(t, sandboxtest.Image("sandboxd-sandbox:latest"))
+	v := toolstest.NewVanishing(t, dockertest.Backend(t, sandboxtest.Image("sandboxd-sandbox:latest")))
 	reg := tools.NewRegistry()
 	tool := eval.New(reg)
 	t.Cleanup(tool.Close)

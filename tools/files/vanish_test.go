@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/sandbox/docker/dockertest"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/files"
@@ -14,7 +15,7 @@ import (
 // every file tool as gone, in the manager's sentence, not as an internal
 // error.
 func TestVanishedSandboxIsReported(t *testing.T) {
-	v := toolstest.NewVanishing(t, sandboxtest.Image("sandboxd-sandbox:latest"))
+	v := toolstest.NewVanishing(t, dockertest.Backend(t, sandboxtest.Image("sandboxd-sandbox:latest")))
 	reg := tools.NewRegistry()
 	for _, tool := range files.Tools() {
 		reg.Register(tool)

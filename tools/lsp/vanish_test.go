@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/sandbox/docker/dockertest"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/files"
 	"github.com/sandboxd/sandboxd/tools/lsp"
@@ -15,7 +16,7 @@ import (
 // lsp and lsp_rename as gone, in the manager's sentence, and not as an
 // internal error; a write's diagnostics do not turn it into one either.
 func TestVanishedSandboxIsReported(t *testing.T) {
-	v := toolstest.NewVanishing(t, testImage)
+	v := toolstest.NewVanishing(t, dockertest.Backend(t, testImage))
 	m := lsp.New()
 	t.Cleanup(m.Close)
 	reg := tools.NewRegistry()

@@ -4,18 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
-
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/sandbox"
-	"github.com/sandboxd/sandboxd/sandbox/docker"
-	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -29,23 +23,6 @@ func Managed(m *sandbox.Manager, tenant, conversation string) func(context.Conte
 			return nil, err
 		}
 		return &tools.SandboxConn{ID: info.ID, Backend: info.Backend, Workspace: info.Workspace, Agent: c}, nil
-	}
-}
-
-// RemoveContainer removes the Docker container of sandbox id with the
-// engine's own API, behind sandboxd's back, as an operator's `docker rm -f`
-// would.
-func RemoveContainer(t testing.TB, id string) {
-	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := cli.ContainerRemove(ctx, docker.NamePrefix+id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
-		t.Fatalf("removing the sandbox's container %s: %v", id, err)
 	}
 }
 
@@ -66,45 +43,32 @@ func WantGone(t testing.TB, what string, res tools.Result) {
 	}
 }
 
-// Vanishing is a Docker sandbox of its own for a test that removes it
-// behind sandboxd's back: a Manager on the Docker backend holding one
-// sandbox of image for a conversation of a fresh tenant. Its cleanup
-// deletes the sandbox if the test left it, then closes the Manager.
+// Vanishing is a sandbox of its own for a test that removes it behind
+// sandboxd's back: a Manager on the test's backend holding one sandbox (of
+// the backend's default image) for a conversation of a fresh tenant. Its
+// cleanup deletes the sandbox if the test left it, then closes the
+// Manager. The backend is the test's to pick (a tool's test passes
+// dockertest.Backend), so this package names no engine.
 type Vanishing struct {
 	M            *sandbox.Manager
 	Tenant       string
 	Conversation string
 	Info         sandbox.Info
+	b            sandbox.Backend
 }
 
-// NewVanishing starts the sandbox, or skips the test unless
-// SANDBOXD_TEST_DOCKER=1. The agent is $SANDBOXD_AGENT_BIN, else one built
-// for the test.
-func NewVanishing(t *testing.T, image string) *Vanishing {
+// NewVanishing starts the sandbox on b.
+func NewVanishing(t *testing.T, b sandbox.Backend) *Vanishing {
 	t.Helper()
-	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
-		t.Skip("set SANDBOXD_TEST_DOCKER=1 to remove a Docker sandbox behind sandboxd's back")
-	}
-	bin := os.Getenv("SANDBOXD_AGENT_BIN")
-	if bin == "" {
-		var err error
-		if bin, err = sandboxtest.BuildAgent(t.TempDir()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := docker.New(docker.WithAgentBinary(bin), docker.WithDefaultImage(image))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
 	m := sandbox.NewManager(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v := &Vanishing{M: m, Tenant: fmt.Sprintf("vanish-%d", time.Now().UnixNano()%1e9), Conversation: "c-vanish"}
-	v.Info, err = m.Create(ctx, sandbox.Spec{Tenant: v.Tenant, Conversation: v.Conversation, Image: image})
+	v := &Vanishing{M: m, Tenant: fmt.Sprintf("vanish-%d", time.Now().UnixNano()%1e9), Conversation: "c-vanish", b: b}
+	var err error
+	v.Info, err = m.Create(ctx, sandbox.Spec{Tenant: v.Tenant, Conversation: v.Conversation})
 	if err != nil {
 		m.Close()
 		t.Fatal(err)
@@ -131,9 +95,10 @@ func (v *Vanishing) Env(runID, workdir string) *tools.Env {
 	}
 }
 
-// Remove removes the sandbox's container behind the Manager's back and
-// waits until the Manager's open pipe to it has ended, so that the next
-// call finds it gone rather than racing the pipe's end.
+// Remove removes the sandbox with the backend itself, behind the Manager's
+// back as an operator's `docker rm -f` would, and waits until the Manager's
+// open pipe to it has ended, so that the next call finds it gone rather
+// than racing the pipe's end.
 func (v *Vanishing) Remove(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -142,7 +107,9 @@ func (v *Vanishing) Remove(t testing.TB) {
 	if err != nil {
 		t.Fatalf("the sandbox before its removal: %v", err)
 	}
-	RemoveContainer(t, v.Info.ID)
+	if err := v.b.Remove(ctx, v.Info.ID); err != nil {
+		t.Fatalf("removing the sandbox %s behind the Manager's back: %v", v.Info.ID, err)
+	}
 	select {
 	case <-c.Done():
 	case <-ctx.Done():
