@@ -187,7 +187,6 @@ type harness struct {
 	srv  *Server
 	sb   *leakySandboxes
 	http *httptest.Server
-	log  *strings.Builder
 }
 
 func newHarness(t *testing.T, opts ...Option) *harness {

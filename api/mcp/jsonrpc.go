@@ -26,8 +26,7 @@ type message struct {
 	Error   json.RawMessage `json:"error"`
 }
 
-func (m *message) isRequest() bool      { return m.Method != "" && m.ID != nil }
-func (m *message) isNotification() bool { return m.Method != "" && m.ID == nil }
+func (m *message) isRequest() bool { return m.Method != "" && m.ID != nil }
 
 // response is one JSON-RPC response we send.
 type response struct {

@@ -23,11 +23,12 @@ type level string
 
 type sample struct {
 	Embedded
-	Name     string            `json:"name"`
-	Optional string            `json:"optional,omitempty"`
-	Zero     int               `json:"zero,omitzero"`
-	Skipped  string            `json:"-"`
-	hidden   string            //nolint:unused // unexported: never written
+	Name     string `json:"name"`
+	Optional string `json:"optional,omitempty"`
+	Zero     int    `json:"zero,omitzero"`
+	Skipped  string `json:"-"`
+	//lint:ignore U1000 unexported: the document must leave it out, so nothing writes it
+	hidden   string
 	When     time.Time         `json:"when"`
 	Raw      json.RawMessage   `json:"raw"`
 	Labels   map[string]string `json:"labels,omitempty"`

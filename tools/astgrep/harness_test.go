@@ -79,11 +79,6 @@ func newSandbox(t *testing.T, opts ...astgrep.Option) *sandbox {
 	return s
 }
 
-func (s *sandbox) call(name string, args any) (string, bool) {
-	s.t.Helper()
-	return s.caller().Call(name, args)
-}
-
 func (s *sandbox) ok(name string, args any) string {
 	s.t.Helper()
 	return s.caller().OK(name, args)

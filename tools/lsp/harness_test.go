@@ -117,11 +117,6 @@ func readFixture(t *testing.T, fixtures []string) toolstest.Fixture {
 	return toolstest.ReadFixture(t, paths...)
 }
 
-func (bx *box) call(name string, args map[string]any) (string, bool) {
-	bx.t.Helper()
-	return bx.caller().Call(name, args)
-}
-
 // ok runs a call that must succeed and whose text must contain every want.
 func (bx *box) ok(name string, args map[string]any, wants ...string) string {
 	bx.t.Helper()

@@ -126,15 +126,6 @@ func (ls languages) forFile(file string) *Language {
 	return nil
 }
 
-func (ls languages) byName(name string) *Language {
-	for _, l := range ls {
-		if l.Name == name {
-			return l
-		}
-	}
-	return nil
-}
-
 func (ls languages) extensions() string {
 	var all []string
 	for _, l := range ls {

@@ -384,14 +384,6 @@ func (s *server) seq() uint64 {
 	return s.pubSeq
 }
 
-// lastPublished returns the latest diagnostics of a file, if any.
-func (s *server) lastPublished(file string) (*published, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.diags[fileURI(file)]
-	return p, ok
-}
-
 // allPublished returns every file's latest diagnostics.
 func (s *server) allPublished() map[string][]Diagnostic {
 	s.mu.Lock()

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -357,14 +356,4 @@ func indent(s, by string) string {
 		lines[i] = by + lines[i]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// sortedKeys is for stable reports.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"testing"
 )
 
@@ -15,7 +14,7 @@ func TestFlattenInCMatchesGoWalk(t *testing.T) {
 		"python": "def f(:\n  pass\n",
 		"c":      "int main(void) { dispose(x) }\n",
 	}
-	if b, err := os.ReadFile(filepath.Join(runtime.GOROOT(), "src", "fmt", "print.go")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(goRoot(t), "src", "fmt", "print.go")); err == nil {
 		srcs["go"] = string(b)
 	}
 	for name, src := range srcs {

@@ -267,13 +267,6 @@ func (m *matcher) seq(gs []int32, first, tc int32) bool {
 	}
 }
 
-func pick(c bool, a, b int32) int32 {
-	if c {
-		return a
-	}
-	return b
-}
-
 // posAt is the byte offset where an empty run before node i sits.
 func (m *matcher) posAt(i int32) uint32 {
 	if i < 0 {

@@ -63,15 +63,6 @@ func lineStarts(src []byte) []uint32 {
 	return ls
 }
 
-// hasError reports whether any node is an ERROR or MISSING node.
-func (t *Tree) hasError() bool {
-	for i := range t.nodes {
-		if t.nodes[i].flags&(flagError|flagMissing) != 0 {
-			return true
-		}
-	}
-	return false
-}
 
 // firstError returns the byte offset of the first ERROR or MISSING node.
 func (t *Tree) firstError() (uint32, bool) {
