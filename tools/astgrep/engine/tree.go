@@ -63,7 +63,6 @@ func lineStarts(src []byte) []uint32 {
 	return ls
 }
 
-
 // firstError returns the byte offset of the first ERROR or MISSING node.
 func (t *Tree) firstError() (uint32, bool) {
 	for i := range t.nodes {
