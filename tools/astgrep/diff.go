@@ -11,7 +11,6 @@ import (
 // lines of context. The edits say where the text changed, so no general
 // diff algorithm is needed: each edit's lines are replaced whole.
 func unifiedDiff(name string, src []byte, edits []engine.Edit) string {
-	type hunk struct{ oldFrom, oldTo int } // 0-based line range [from, to)
 	lines := strings.SplitAfter(string(src), "\n")
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]

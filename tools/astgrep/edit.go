@@ -79,7 +79,6 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	}
 	p := &prepared{runID: runID(env), sandbox: out.conn.ID, language: out.pattern.Lang.Name, conn: out.conn}
 	var diff strings.Builder
-	var changed []string
 	for i, f := range out.found {
 		if i >= len(data.Files) || data.Files[i].Skipped != "" {
 			return tools.Error(fmt.Sprintf("%s could not be read again while preparing the edit; retry", paths[i])), nil
@@ -108,7 +107,6 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 			return tools.Error(fmt.Sprintf("the rewrite touches more than %d bytes of files; give a narrower path", t.c.store.maxBytes)), nil
 		}
 		name := display(env, out.conn, abs)
-		changed = append(changed, name)
 		if diff.Len() < t.c.maxPreview {
 			diff.WriteString(unifiedDiff(name, src, edits))
 		}

@@ -221,7 +221,7 @@ func TestShell(t *testing.T) {
 	if !strings.Contains(out, "1\n2\n3\n") || !strings.Contains(out, "bytes omitted ...]") || !strings.HasSuffix(strings.Split(out, "--- stderr")[0], "999\n1000\n") {
 		t.Fatalf("capped output: %q", out)
 	}
-	out = s.bad("shell", map[string]any{"command": "sleep 30", "timeout_s": 1}, "timed out after 1s")
+	s.bad("shell", map[string]any{"command": "sleep 30", "timeout_s": 1}, "timed out after 1s")
 	s.bad("shell", map[string]any{"command": "true", "timeout_s": 601}, `argument "timeout_s" must be at most 600, got 601`)
 	s.bad("shell", map[string]any{"command": "true", "workdir": "sub/f.txt"}, "is not a directory")
 	s.bad("shell", map[string]any{"command": "true", "workdir": "nope"}, "does not exist")

@@ -54,12 +54,6 @@ func newSandbox(t *testing.T, opts ...files.Option) *sandbox {
 	return s
 }
 
-// call runs a tool through the registry and returns its text and is_error.
-func (s *sandbox) call(name string, args any) (string, bool) {
-	s.t.Helper()
-	return s.caller().Call(name, args)
-}
-
 // ok runs a call that must succeed.
 func (s *sandbox) ok(name string, args any) string {
 	s.t.Helper()
