@@ -56,7 +56,7 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	}
 	out, res, err := t.c.search(ctx, env, a.Pattern, a.Path, a.Language)
 	if out == nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	names := out.pattern.Names()
 	for _, v := range engine.TemplateVars(a.Rewrite) {

@@ -53,7 +53,7 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 		// replica resolved it after the conversation moved there and back.
 		c, res, err := connect(ctx, env)
 		if c == nil {
-			return deref(res), err
+			return tools.Deref(res), err
 		}
 		conn = c
 		if conn.ID == p.sandbox && t.c.copyGone(ctx, conn, p.id) {
@@ -66,7 +66,7 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 		// moved here: its copy is in the sandbox.
 		c, res, err := connect(ctx, env)
 		if c == nil {
-			return deref(res), err
+			return tools.Deref(res), err
 		}
 		conn = c
 		if p, why, err = t.c.loadCopy(ctx, conn, runID(env), a.EditID); err != nil {
@@ -87,7 +87,7 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 	if conn == nil {
 		c, res, err := connect(ctx, env)
 		if c == nil {
-			return deref(res), err
+			return tools.Deref(res), err
 		}
 		conn = c
 	}

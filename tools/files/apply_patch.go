@@ -64,7 +64,7 @@ func (t *patchTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	}
 	conn, res, err := connect(ctx, env)
 	if conn == nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	fctx, cancel := t.c.fileCtx(ctx)
 	defer cancel()
@@ -111,12 +111,12 @@ func (t *patchTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	for _, fp := range fps {
 		src, r, err := load(fp.source())
 		if src == nil {
-			return deref(r), err
+			return tools.Deref(r), err
 		}
 		dst := src
 		if fp.target() != fp.source() {
 			if dst, r, err = load(fp.target()); dst == nil {
-				return deref(r), err
+				return tools.Deref(r), err
 			}
 		}
 		switch {

@@ -62,7 +62,7 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	}
 	conn, res, err := connect(ctx, env)
 	if conn == nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	abs, msg := resolve(env, conn, "path", a.Path)
 	if msg != "" {

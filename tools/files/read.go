@@ -55,7 +55,7 @@ func (t *readTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	}
 	conn, res, err := connect(ctx, env)
 	if conn == nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	abs, msg := resolve(env, conn, "path", a.Path)
 	if msg != "" {
@@ -75,14 +75,6 @@ func (t *readTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 		return t.c.failFile(ctx, fctx, err, "the read of "+abs, "nothing was read; retry, or look at the file with shell")
 	}
 	return formatRead(abs, resp.Data, resp.Size, resp.Truncated, a.Offset, a.Limit, t.c), nil
-}
-
-// deref returns *r, or an empty result when r is nil.
-func deref(r *tools.Result) tools.Result {
-	if r == nil {
-		return tools.Result{}
-	}
-	return *r
 }
 
 // isBinary follows git's rule: a NUL byte in the first 8000 bytes.
