@@ -1,7 +1,6 @@
 package files
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,8 +77,13 @@ func (t *readTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 }
 
 // isBinary follows git's rule: a NUL byte in the first 8000 bytes.
-func isBinary(data []byte) bool {
-	return bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0
+func isBinary[T string | []byte](data T) bool {
+	for _, c := range []byte(data[:min(len(data), 8000)]) {
+		if c == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // formatRead renders lines offset.. of data as numbered lines. size is the
