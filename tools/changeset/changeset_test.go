@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,19 @@ func contents(t *testing.T, ws string, names ...string) map[string]string {
 		}
 	}
 	return out
+}
+
+// refused commits cs, which must fail with the agent's failed precondition
+// saying why, and checks that the files under ws are still as in want.
+func refused(ctx context.Context, t *testing.T, cs *changeset.Set, ws, why string, want map[string]string) {
+	t.Helper()
+	err := cs.Commit(ctx)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), why) {
+		t.Fatalf("Commit = %v; want the agent's failed precondition (%q)", err, why)
+	}
+	if got := contents(t, ws, slices.Collect(maps.Keys(want))...); !maps.Equal(got, want) {
+		t.Errorf("after the failed commit the files are %v; want %v (nothing written)", got, want)
+	}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -113,14 +127,7 @@ func TestCommitFailsWholeWhenAFileChangedSinceRead(t *testing.T) {
 	if err != nil || len(stale) != 1 || stale[0].Path != filepath.Join(ws, "b.txt") || stale[0].Gone {
 		t.Errorf("Stale = %+v, %v; want b.txt changed", stale, err)
 	}
-	err = cs.Commit(ctx)
-	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "changed since it was read") {
-		t.Fatalf("commit over a file changed since the read: %v; want the agent's failed precondition", err)
-	}
-	want := map[string]string{"a.txt": "a\n", "b.txt": "meanwhile\n"}
-	if got := contents(t, ws, "a.txt", "b.txt"); !maps.Equal(got, want) {
-		t.Errorf("after the failed commit the files are %v; want %v (nothing written)", got, want)
-	}
+	refused(ctx, t, cs, ws, "changed since it was read", map[string]string{"a.txt": "a\n", "b.txt": "meanwhile\n"})
 }
 
 func TestCommitExpectsANewFileAbsent(t *testing.T) {
@@ -144,14 +151,7 @@ func TestCommitExpectsANewFileAbsent(t *testing.T) {
 	if stale, err := cs.Stale(ctx); err != nil || len(stale) != 1 || stale[0].Path != filepath.Join(ws, "new.txt") {
 		t.Errorf("Stale = %+v, %v; want new.txt, created behind the set's back", stale, err)
 	}
-	err = cs.Commit(ctx)
-	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "expected to be absent") {
-		t.Fatalf("commit over a file created since the read: %v; want the agent's failed precondition", err)
-	}
-	want := map[string]string{"a.txt": "a\n", "new.txt": "theirs\n"}
-	if got := contents(t, ws, "a.txt", "new.txt"); !maps.Equal(got, want) {
-		t.Errorf("after the failed commit the files are %v; want %v (nothing written)", got, want)
-	}
+	refused(ctx, t, cs, ws, "expected to be absent", map[string]string{"a.txt": "a\n", "new.txt": "theirs\n"})
 }
 
 func TestLoadAllAndStale(t *testing.T) {
@@ -203,11 +203,5 @@ func TestExpectCommitsAgainstARecordedHash(t *testing.T) {
 	if err != nil || len(stale) != 1 || stale[0].Path != filepath.Join(ws, "b.txt") {
 		t.Errorf("Stale = %+v, %v; want b.txt, whose hash differs", stale, err)
 	}
-	if err := cs.Commit(ctx); err == nil {
-		t.Fatal("a commit against a wrong hash succeeded")
-	}
-	want := map[string]string{"a.txt": "a\n", "b.txt": "b\n"}
-	if got := contents(t, ws, "a.txt", "b.txt"); !maps.Equal(got, want) {
-		t.Errorf("after the failed commit the files are %v; want %v", got, want)
-	}
+	refused(ctx, t, cs, ws, "changed since it was read", map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
 }
