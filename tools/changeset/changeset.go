@@ -169,10 +169,11 @@ func (s *Set) Changes() []*File {
 }
 
 // Commit writes every change in one all-or-nothing request that expects
-// each file as it was read. An error is the agent's, unchanged: the
-// workspace then holds either every file as before or, if the request
-// was cut off, possibly every file as changed. With no change it writes
-// nothing.
+// each file as it was read, and with no change writes nothing. An error is
+// the agent's, unchanged, so each tool keeps its own wording around it;
+// after one, no file was written, unless the request was cut off (a
+// deadline), when the files hold either all their old contents or all the
+// new ones.
 func (s *Set) Commit(ctx context.Context) error {
 	ch := s.Changes()
 	if len(ch) == 0 {
