@@ -52,6 +52,15 @@ func Open(ctx context.Context, env *Env) (*SandboxConn, *Result, error) {
 	return &c, nil, nil
 }
 
+// Deref returns *r, or an empty Result when r is nil: what a call returns,
+// beside the error, when Open gave it no handle.
+func Deref(r *Result) Result {
+	if r == nil {
+		return Result{}
+	}
+	return *r
+}
+
 // SandboxFail is Fail for an error met while reaching the conversation's
 // sandbox (from Env.Sandbox, or an agent call that found it gone): the
 // model reads the error message, and the call counts as failed for want of its

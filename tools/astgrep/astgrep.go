@@ -102,13 +102,6 @@ func connect(ctx context.Context, env *tools.Env) (*tools.SandboxConn, *tools.Re
 
 func fail(err error) (tools.Result, error) { return tools.Fail(err) }
 
-func deref(r *tools.Result) tools.Result {
-	if r == nil {
-		return tools.Result{}
-	}
-	return *r
-}
-
 // resolvePath maps the path argument to an absolute path inside the
 // workspace by the handle's one rule, or returns a sentence for the model.
 // Empty means the workspace.

@@ -2,8 +2,6 @@ package astgrep
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -12,6 +10,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/astgrep/engine"
+	"github.com/sandboxd/sandboxd/tools/changeset"
 )
 
 type editTool struct{ c *config }
@@ -56,7 +55,7 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	}
 	out, res, err := t.c.search(ctx, env, a.Pattern, a.Path, a.Language)
 	if out == nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	names := out.pattern.Names()
 	for _, v := range engine.TemplateVars(a.Rewrite) {
@@ -99,8 +98,7 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 			continue
 		}
 		abs := out.src.abs(f.File.Path)
-		sum := sha256.Sum256(src)
-		p.files = append(p.files, preparedFile{abs: abs, oldSHA: hex.EncodeToString(sum[:]), newData: newData, edits: len(edits)})
+		p.files = append(p.files, preparedFile{abs: abs, oldSHA: changeset.Hash(src), newData: newData, edits: len(edits)})
 		p.count += len(edits)
 		p.bytes += int64(len(newData))
 		if p.bytes > t.c.store.maxBytes {

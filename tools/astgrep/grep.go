@@ -102,7 +102,7 @@ func (t *grepTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	}
 	out, res, err := t.c.search(ctx, env, a.Pattern, a.Path, a.Language)
 	if out == nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	total, files := 0, len(out.found)
 	for _, f := range out.found {

@@ -2,14 +2,12 @@ package astgrep
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
 
-	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/changeset"
 )
 
 type resolveTool struct{ c *config }
@@ -53,7 +51,7 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 		// replica resolved it after the conversation moved there and back.
 		c, res, err := connect(ctx, env)
 		if c == nil {
-			return deref(res), err
+			return tools.Deref(res), err
 		}
 		conn = c
 		if conn.ID == p.sandbox && t.c.copyGone(ctx, conn, p.id) {
@@ -66,7 +64,7 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 		// moved here: its copy is in the sandbox.
 		c, res, err := connect(ctx, env)
 		if c == nil {
-			return deref(res), err
+			return tools.Deref(res), err
 		}
 		conn = c
 		if p, why, err = t.c.loadCopy(ctx, conn, runID(env), a.EditID); err != nil {
@@ -87,7 +85,7 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 	if conn == nil {
 		c, res, err := connect(ctx, env)
 		if c == nil {
-			return deref(res), err
+			return tools.Deref(res), err
 		}
 		conn = c
 	}
@@ -95,38 +93,32 @@ func (t *resolveTool) Call(ctx context.Context, env *tools.Env, raw json.RawMess
 		t.forget(ctx, env, conn, p.id)
 		return tools.Error(fmt.Sprintf("edit_id %q was prepared in another sandbox; prepare the change again with ast_edit", a.EditID)), nil
 	}
+	// The edit was computed from the files as ast_edit read them: commit it
+	// against their hashes, first naming every file changed since.
+	cs := changeset.New(conn.Agent, conn.Workspace, changeset.Limits{FileBytes: t.c.maxFileSize * 4, TotalBytes: 256 << 20})
 	paths := make([]string, len(p.files))
 	for i, f := range p.files {
 		paths[i] = f.abs
+		cs.Expect(f.abs, f.oldSHA).Put(string(f.newData))
 	}
-	// Compare every file with the content the edit was computed from.
-	cur, err := conn.Agent.ReadFiles(ctx, &proto.ReadFilesRequest{Root: conn.Workspace, Paths: paths, MaxBytesEach: t.c.maxFileSize * 4, MaxTotal: 256 << 20})
+	stale, err := cs.Stale(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	var changed []string
-	for i, f := range p.files {
-		if i >= len(cur.Files) || cur.Files[i].Skipped != "" {
-			changed = append(changed, display(env, conn, f.abs)+" (gone or unreadable)")
-			continue
+	if len(stale) > 0 {
+		changed := make([]string, len(stale))
+		for i, st := range stale {
+			changed[i] = display(env, conn, st.Path)
+			if st.Gone {
+				changed[i] += " (gone or unreadable)"
+			}
 		}
-		sum := sha256.Sum256(cur.Files[i].Data)
-		if hex.EncodeToString(sum[:]) != f.oldSHA {
-			changed = append(changed, display(env, conn, f.abs))
-		}
-	}
-	if len(changed) > 0 {
 		t.forget(ctx, env, conn, p.id)
 		return tools.Error(fmt.Sprintf("nothing was written: %s changed since ast_edit prepared %s; run ast_edit again to prepare the change on the current files",
 			strings.Join(changed, ", "), p.id)), nil
 	}
-	// One all-or-nothing write; the agent checks each hash again while
-	// it holds the files, so a change in between also rejects the whole.
-	req := &proto.WriteFilesRequest{Root: conn.Workspace}
-	for _, f := range p.files {
-		req.Files = append(req.Files, proto.WriteFile{Path: f.abs, Data: f.newData, ExpectSHA256: f.oldSHA})
-	}
-	if err := conn.Agent.WriteFiles(ctx, req); err != nil {
+	// A change between that check and the write also rejects the whole.
+	if err := cs.Commit(ctx); err != nil {
 		r, e := fail(err)
 		if e == nil {
 			r = tools.Error("nothing was written: " + r.Text())

@@ -112,7 +112,7 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 	}
 	conn, res, err := tools.Open(ctx, env)
 	if res != nil || err != nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	c := &call{
 		sv: t.sv, conn: conn, root: conn.Workdir, a: a,
@@ -178,13 +178,6 @@ func failure(err error) (tools.Result, error) {
 		return tools.Error(se.msg), nil
 	}
 	return tools.Fail(err)
-}
-
-func deref(r *tools.Result) tools.Result {
-	if r == nil {
-		return tools.Result{}
-	}
-	return *r
 }
 
 // abs resolves a path given by the model against the working directory,

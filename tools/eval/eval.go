@@ -223,7 +223,7 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 	}
 	p, res, err := t.place(ctx, env)
 	if res != nil || err != nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 
 	var k *kernel
@@ -400,13 +400,6 @@ func runOf(env *tools.Env) *tools.Run {
 		return &tools.Run{}
 	}
 	return env.Run
-}
-
-func deref(r *tools.Result) tools.Result {
-	if r == nil {
-		return tools.Result{}
-	}
-	return *r
 }
 
 // modelError turns errors the model can act on into an is_error result.

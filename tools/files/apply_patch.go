@@ -2,16 +2,13 @@ package files
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/sandboxd/sandboxd/agent/proto"
-	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/changeset"
 )
 
 type patchTool struct{ c *config }
@@ -39,18 +36,6 @@ func (t *patchTool) Spec() tools.Spec {
 
 func (t *patchTool) Available(env *tools.Env) bool { return available(env) }
 
-// fileState is one path touched by the patch, as loaded and as changed.
-type fileState struct {
-	abs     string
-	existed bool
-	sha     string
-	content string
-	exists  bool // after the patch so far
-	mode    uint32
-	added   int
-	removed int
-}
-
 func (t *patchTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (tools.Result, error) {
 	var a struct {
 		Patch string `json:"patch"`
@@ -64,25 +49,24 @@ func (t *patchTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	}
 	conn, res, err := connect(ctx, env)
 	if conn == nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	fctx, cancel := t.c.fileCtx(ctx)
 	defer cancel()
-	states := map[string]*fileState{}
-	var order []string // touched paths, first-touch order
-	load := func(p string) (*fileState, *tools.Result, error) {
+	cs := changeset.New(conn.Agent, conn.Workspace, changeset.Limits{FileBytes: t.c.maxFileBytes})
+	added, removed := map[string]int{}, map[string]int{}
+	load := func(p string) (*changeset.File, *tools.Result, error) {
 		abs, msg := resolve(env, conn, "the patch path", p)
 		if msg != "" {
 			r := tools.Error(msg + "; nothing was written")
 			return nil, &r, nil
 		}
-		if s := states[abs]; s != nil {
-			return s, nil, nil
-		}
-		s := &fileState{abs: abs}
-		f, err := conn.Agent.ReadFile(fctx, &proto.ReadFileRequest{Root: conn.Workspace, Path: abs, MaxBytes: t.c.maxFileBytes})
+		f, err := cs.LoadOrAbsent(fctx, abs)
+		var big *changeset.TooLargeError
 		switch {
-		case errors.Is(err, errdefs.ErrNotFound):
+		case errors.As(err, &big):
+			r := tools.Error(fmt.Sprintf("%s has %d bytes, more than the %d bytes apply_patch can handle; nothing was written", abs, big.Size, t.c.maxFileBytes))
+			return nil, &r, nil
 		case err != nil:
 			if fileTimedOut(ctx, fctx) {
 				r, _ := t.c.failFile(ctx, fctx, err, "apply_patch's read of "+abs, "nothing was written")
@@ -93,16 +77,8 @@ func (t *patchTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 				r = tools.Error(r.Content[0].Text + "; nothing was written")
 			}
 			return nil, &r, gerr
-		case f.Truncated:
-			r := tools.Error(fmt.Sprintf("%s has %d bytes, more than the %d bytes apply_patch can handle; nothing was written", abs, f.Size, t.c.maxFileBytes))
-			return nil, &r, nil
-		default:
-			sum := sha256.Sum256(f.Data)
-			s.existed, s.exists, s.sha, s.content = true, true, hex.EncodeToString(sum[:]), string(f.Data)
 		}
-		states[abs] = s
-		order = append(order, abs)
-		return s, nil, nil
+		return f, nil, nil
 	}
 	refuse := func(format string, args ...any) (tools.Result, error) {
 		return tools.Error(fmt.Sprintf(format, args...) + "; nothing was written"), nil
@@ -111,66 +87,61 @@ func (t *patchTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	for _, fp := range fps {
 		src, r, err := load(fp.source())
 		if src == nil {
-			return deref(r), err
+			return tools.Deref(r), err
 		}
 		dst := src
 		if fp.target() != fp.source() {
 			if dst, r, err = load(fp.target()); dst == nil {
-				return deref(r), err
+				return tools.Deref(r), err
 			}
 		}
 		switch {
-		case fp.isNew && src.exists:
-			return refuse("the patch creates %s, but it already exists; patch it as a change instead", src.abs)
-		case !fp.isNew && !src.exists:
-			return refuse("the patch changes %s, which does not exist; create it with '--- /dev/null'", src.abs)
-		case fp.rename && dst.exists:
-			return refuse("the patch renames %s to %s, which already exists", src.abs, dst.abs)
+		case fp.isNew && src.Exists():
+			return refuse("the patch creates %s, but it already exists; patch it as a change instead", src.Path())
+		case !fp.isNew && !src.Exists():
+			return refuse("the patch changes %s, which does not exist; create it with '--- /dev/null'", src.Path())
+		case fp.rename && dst.Exists():
+			return refuse("the patch renames %s to %s, which already exists", src.Path(), dst.Path())
 		}
-		if !fp.isNew && isBinary([]byte(src.content)) {
-			return refuse("%s is a binary file; apply_patch changes text files only", src.abs)
+		if !fp.isNew && isBinary(src.Text()) {
+			return refuse("%s is a binary file; apply_patch changes text files only", src.Path())
 		}
-		out, err := applyHunks(src.abs, src.content, fp.hunks, t.c.patchFuzzLines)
+		out, err := applyHunks(src.Path(), src.Text(), fp.hunks, t.c.patchFuzzLines)
 		if err != nil {
 			return refuse("%s", err.Error())
 		}
 		if fp.isDelete && out != "" {
-			return refuse("the patch deletes %s, but its hunks leave %d lines of it; include every line as removed", src.abs, len(splitKeep(out)))
+			return refuse("the patch deletes %s, but its hunks leave %d lines of it; include every line as removed", src.Path(), len(splitKeep(out)))
 		}
 		for _, h := range fp.hunks {
-			dst.added += h.added
-			dst.removed += h.removed
+			added[dst.Path()] += h.added
+			removed[dst.Path()] += h.removed
 		}
 		if fp.rename || fp.isDelete {
-			src.exists, src.content = false, ""
+			src.Delete()
 		}
 		if !fp.isDelete {
-			dst.exists, dst.content = true, out
+			dst.Put(out)
 			if fp.mode != 0 {
-				dst.mode = fp.mode
+				dst.SetMode(fp.mode)
 			}
 		}
 	}
 
-	var writes []proto.WriteFile
+	// Every file the patch touched is written, in the order the patch
+	// names them, but one created and deleted within the same patch.
+	writes := cs.Changes()
 	var changed, summary []string
-	for _, abs := range order {
-		s := states[abs]
-		w := proto.WriteFile{Path: abs, ExpectSHA256: s.sha}
+	for _, f := range writes {
+		abs := f.Path()
 		switch {
-		case s.existed && !s.exists:
-			w.Delete = true
-			summary = append(summary, fmt.Sprintf("D %s (-%d)", abs, s.removed))
-		case !s.existed && s.exists:
-			w.Data, w.MkdirAll, w.ExpectAbsent, w.Mode = []byte(s.content), true, true, s.mode
-			summary = append(summary, fmt.Sprintf("A %s (+%d)", abs, s.added))
-		case s.existed && s.exists:
-			w.Data, w.Mode = []byte(s.content), s.mode
-			summary = append(summary, fmt.Sprintf("M %s (+%d -%d)", abs, s.added, s.removed))
+		case !f.Exists():
+			summary = append(summary, fmt.Sprintf("D %s (-%d)", abs, removed[abs]))
+		case !f.Existed():
+			summary = append(summary, fmt.Sprintf("A %s (+%d)", abs, added[abs]))
 		default:
-			continue // created and deleted within the same patch
+			summary = append(summary, fmt.Sprintf("M %s (+%d -%d)", abs, added[abs], removed[abs]))
 		}
-		writes = append(writes, w)
 		changed = append(changed, abs)
 	}
 	if len(writes) == 0 {
@@ -179,7 +150,7 @@ func (t *patchTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	if t.c.beforeWrite != nil {
 		t.c.beforeWrite()
 	}
-	if err := conn.Agent.WriteFiles(fctx, &proto.WriteFilesRequest{Root: conn.Workspace, Files: writes}); err != nil {
+	if err := cs.Commit(fctx); err != nil {
 		if fileTimedOut(ctx, fctx) {
 			return t.c.failFile(ctx, fctx, err, "apply_patch's write", "the files hold either all their old contents or all the patched ones; read them before retrying")
 		}

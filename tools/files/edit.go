@@ -2,14 +2,13 @@ package files
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/changeset"
 )
 
 type editTool struct{ c *config }
@@ -62,7 +61,7 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	}
 	conn, res, err := connect(ctx, env)
 	if conn == nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	abs, msg := resolve(env, conn, "path", a.Path)
 	if msg != "" {
@@ -70,28 +69,26 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	}
 	fctx, cancel := t.c.fileCtx(ctx)
 	defer cancel()
-	file, err := conn.Agent.ReadFile(fctx, &proto.ReadFileRequest{Root: conn.Workspace, Path: abs, MaxBytes: t.c.maxFileBytes})
+	cs := changeset.New(conn.Agent, conn.Workspace, changeset.Limits{FileBytes: t.c.maxFileBytes})
+	file, err := cs.Load(fctx, abs)
+	if big := (*changeset.TooLargeError)(nil); errors.As(err, &big) {
+		return tools.Error(fmt.Sprintf("%s has %d bytes, more than the %d bytes edit can handle; change it with shell (e.g. sed)", abs, big.Size, t.c.maxFileBytes)), nil
+	}
 	if err != nil {
 		return t.c.failFile(ctx, fctx, err, "the edit of "+abs, "nothing was written; retry, or look at the file with shell")
 	}
-	if file.Truncated {
-		return tools.Error(fmt.Sprintf("%s has %d bytes, more than the %d bytes edit can handle; change it with shell (e.g. sed)", abs, file.Size, t.c.maxFileBytes)), nil
-	}
-	if isBinary(file.Data) {
+	if isBinary(file.Text()) {
 		return tools.Error(fmt.Sprintf("%s is a binary file; edit changes text files only", abs)), nil
 	}
-	out, summary, msg := replace(string(file.Data), a)
+	out, summary, msg := replace(file.Text(), a)
 	if msg != "" {
 		return tools.Error(fmt.Sprintf("%s: %s", abs, msg)), nil
 	}
-	sum := sha256.Sum256(file.Data)
+	file.Put(out)
 	if t.c.beforeWrite != nil {
 		t.c.beforeWrite()
 	}
-	err = conn.Agent.WriteFiles(fctx, &proto.WriteFilesRequest{Root: conn.Workspace, Files: []proto.WriteFile{
-		{Path: abs, Data: []byte(out), ExpectSHA256: hex.EncodeToString(sum[:])},
-	}})
-	if err != nil {
+	if err := cs.Commit(fctx); err != nil {
 		return t.c.failFile(ctx, fctx, err, "the edit of "+abs, "the file holds either its old content or the edited one; read it before retrying")
 	}
 	return afterWrite(ctx, env, conn, tools.Text(fmt.Sprintf("edited %s: %s", abs, summary)), []string{abs}), nil

@@ -1,7 +1,6 @@
 package files
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,7 +54,7 @@ func (t *readTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	}
 	conn, res, err := connect(ctx, env)
 	if conn == nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	abs, msg := resolve(env, conn, "path", a.Path)
 	if msg != "" {
@@ -77,17 +76,14 @@ func (t *readTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	return formatRead(abs, resp.Data, resp.Size, resp.Truncated, a.Offset, a.Limit, t.c), nil
 }
 
-// deref returns *r, or an empty result when r is nil.
-func deref(r *tools.Result) tools.Result {
-	if r == nil {
-		return tools.Result{}
-	}
-	return *r
-}
-
 // isBinary follows git's rule: a NUL byte in the first 8000 bytes.
-func isBinary(data []byte) bool {
-	return bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0
+func isBinary[T string | []byte](data T) bool {
+	for _, c := range []byte(data[:min(len(data), 8000)]) {
+		if c == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // formatRead renders lines offset.. of data as numbered lines. size is the

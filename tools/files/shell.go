@@ -62,7 +62,7 @@ func (t *shellTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	}
 	conn, res, err := connect(ctx, env)
 	if conn == nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	dir := workdir(env, conn)
 	if a.Workdir != "" {

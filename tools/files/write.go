@@ -50,7 +50,7 @@ func (t *writeTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	}
 	conn, res, err := connect(ctx, env)
 	if conn == nil {
-		return deref(res), err
+		return tools.Deref(res), err
 	}
 	abs, msg := resolve(env, conn, "path", a.Path)
 	if msg != "" {

@@ -2,16 +2,16 @@ package lsp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
-	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/tools/changeset"
 )
 
 type renameTool struct{ m *Manager }
@@ -116,10 +116,10 @@ func (t *renameTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessa
 	if err != nil {
 		return result("", err)
 	}
-	if len(plan.writes) == 0 {
+	if len(plan.changed) == 0 {
 		return tools.Text(fmt.Sprintf("renaming %q to %q changes nothing", old, a.NewName)), nil
 	}
-	if err := s.conn.Agent.WriteFiles(ctx, &proto.WriteFilesRequest{Root: s.conn.Workspace, Files: plan.writes}); err != nil {
+	if err := plan.set.Commit(ctx); err != nil {
 		return result("", fmt.Errorf("the rename was not applied (no file changed): %w", err))
 	}
 	srv := s.sup.existing(tg.lang, tg.root)
@@ -151,7 +151,7 @@ func (t *renameTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessa
 
 // editPlan is a WorkspaceEdit turned into one all-or-nothing write.
 type editPlan struct {
-	writes  []proto.WriteFile
+	set     *changeset.Set
 	changed []string // files written or deleted, for diagnostics
 	deleted []string
 	edits   int
@@ -165,15 +165,8 @@ type changedLine struct {
 	text string
 }
 
-// vfile is a file's state while the plan is built.
-type vfile struct {
-	orig    *string // nil: did not exist
-	cur     *string // nil: deleted
-	touched map[int]bool
-}
-
 // planEdit applies a WorkspaceEdit to the files in memory, in order, and
-// returns the writes; any file outside the workspace, overlapping edits or
+// returns the write; any file outside the workspace, overlapping edits or
 // an impossible file operation fails the whole edit before anything is written.
 func (s *session) planEdit(ctx context.Context, we *WorkspaceEdit, enc string) (*editPlan, error) {
 	var steps []documentChange
@@ -195,7 +188,6 @@ func (s *session) planEdit(ctx context.Context, we *WorkspaceEdit, enc string) (
 			steps = append(steps, documentChange{TextDocument: &versionedTextDocumentIdentifier{URI: u}, Edits: we.Changes[u]})
 		}
 	}
-	// Read every file the edit starts from in one round trip.
 	var need []string
 	for _, st := range steps {
 		for _, u := range []string{st.URI, st.OldURI, st.NewURI} {
@@ -212,23 +204,23 @@ func (s *session) planEdit(ctx context.Context, we *WorkspaceEdit, enc string) (
 			return nil, userErrorf("the rename would change %s, outside the workspace %s; nothing was changed", f, s.conn.Workspace)
 		}
 	}
-	files := map[string]*vfile{}
-	texts, err := s.readDocsLenient(ctx, need)
-	if err != nil {
+	// Read every file the edit starts from in one round trip, in name
+	// order, which is the order of the write and of the report.
+	sort.Strings(need)
+	set := changeset.New(s.conn.Agent, s.conn.Workspace, changeset.Limits{FileBytes: maxFileBytes})
+	if err := set.LoadAll(ctx, need); err != nil {
 		return nil, err
 	}
-	get := func(f string) *vfile {
-		v := files[f]
-		if v == nil {
-			v = &vfile{touched: map[int]bool{}}
-			if t, ok := texts[f]; ok {
-				v.orig, v.cur = &t, &t
-			}
-			files[f] = v
+	touched := map[string]map[int]bool{} // lines where edits landed, by file
+	mark := func(f string, lines []int) {
+		if touched[f] == nil {
+			touched[f] = map[int]bool{}
 		}
-		return v
+		for _, l := range lines {
+			touched[f][l] = true
+		}
 	}
-	plan := &editPlan{}
+	plan := &editPlan{set: set}
 	for _, st := range steps {
 		switch st.Kind {
 		case "":
@@ -236,23 +228,21 @@ func (s *session) planEdit(ctx context.Context, we *WorkspaceEdit, enc string) (
 				continue
 			}
 			f := uriPath(st.TextDocument.URI)
-			v := get(f)
-			if v.cur == nil {
+			v := set.File(f)
+			if !v.Exists() {
 				return nil, userErrorf("the rename edits %s, which does not exist; nothing was changed", s.rel(f))
 			}
-			text, lines, err := applyEdits(*v.cur, st.Edits, enc)
+			text, lines, err := applyEdits(v.Text(), st.Edits, enc)
 			if err != nil {
 				return nil, userErrorf("the server's edit to %s cannot be applied (%v); nothing was changed", s.rel(f), err)
 			}
-			v.cur = &text
-			for _, l := range lines {
-				v.touched[l] = true
-			}
+			v.Put(text)
+			mark(f, lines)
 			plan.edits += len(st.Edits)
 		case "create":
 			f := uriPath(st.URI)
-			v := get(f)
-			if v.cur != nil {
+			v := set.File(f)
+			if v.Exists() {
 				if st.Options != nil && st.Options.IgnoreIfExists {
 					continue
 				}
@@ -260,80 +250,57 @@ func (s *session) planEdit(ctx context.Context, we *WorkspaceEdit, enc string) (
 					return nil, userErrorf("the rename would create %s, which exists; nothing was changed", s.rel(f))
 				}
 			}
-			empty := ""
-			v.cur = &empty
+			v.Put("")
 			plan.ops = append(plan.ops, "created "+s.rel(f))
 		case "rename":
 			from, to := uriPath(st.OldURI), uriPath(st.NewURI)
-			src, dst := get(from), get(to)
-			if src.cur == nil {
+			src, dst := set.File(from), set.File(to)
+			if !src.Exists() {
 				if st.Options != nil && st.Options.IgnoreIfNotExists {
 					continue
 				}
 				return nil, userErrorf("the rename would move %s, which does not exist; nothing was changed", s.rel(from))
 			}
-			if dst.cur != nil && (st.Options == nil || !st.Options.Overwrite) {
+			if dst.Exists() && (st.Options == nil || !st.Options.Overwrite) {
 				if st.Options != nil && st.Options.IgnoreIfExists {
 					continue
 				}
 				return nil, userErrorf("the rename would move %s onto %s, which exists; nothing was changed", s.rel(from), s.rel(to))
 			}
-			dst.cur, src.cur = src.cur, nil
-			for l := range src.touched {
-				dst.touched[l] = true
-			}
+			dst.Put(src.Text())
+			src.Delete()
+			mark(to, slices.Collect(maps.Keys(touched[from])))
 			plan.ops = append(plan.ops, fmt.Sprintf("moved %s to %s", s.rel(from), s.rel(to)))
 		case "delete":
 			f := uriPath(st.URI)
-			v := get(f)
-			if v.cur == nil && (st.Options == nil || !st.Options.IgnoreIfNotExists) {
+			v := set.File(f)
+			if !v.Exists() && (st.Options == nil || !st.Options.IgnoreIfNotExists) {
 				return nil, userErrorf("the rename would delete %s, which does not exist; nothing was changed", s.rel(f))
 			}
-			v.cur = nil
+			v.Delete()
 			plan.ops = append(plan.ops, "deleted "+s.rel(f))
 		}
 	}
-	names := make([]string, 0, len(files))
-	for f := range files {
-		names = append(names, f)
-	}
-	sort.Strings(names)
-	for _, f := range names {
-		v := files[f]
-		w := proto.WriteFile{Path: f}
-		switch {
-		case v.orig == nil && v.cur == nil:
-			continue
-		case v.orig != nil && v.cur != nil && *v.orig == *v.cur:
-			continue
-		case v.orig == nil:
-			w.ExpectAbsent, w.Data, w.MkdirAll = true, []byte(*v.cur), true
-		case v.cur == nil:
-			w.ExpectSHA256, w.Delete = sha(*v.orig), true
-			plan.deleted = append(plan.deleted, f)
-		default:
-			w.ExpectSHA256, w.Data = sha(*v.orig), []byte(*v.cur)
+	// A file the edit leaves as it was is not written.
+	for _, v := range set.Changes() {
+		if v.Unchanged() {
+			v.Revert()
 		}
-		plan.writes = append(plan.writes, w)
+	}
+	for _, v := range set.Changes() {
+		f := v.Path()
 		plan.changed = append(plan.changed, f)
-		if v.cur != nil {
-			doc := newDocument(*v.cur)
-			ls := make([]int, 0, len(v.touched))
-			for l := range v.touched {
-				ls = append(ls, l)
-			}
-			sort.Ints(ls)
-			for _, l := range ls {
-				plan.lines = append(plan.lines, changedLine{file: f, line: l, text: doc.line(l)})
-			}
+		if !v.Exists() {
+			plan.deleted = append(plan.deleted, f)
+			continue
+		}
+		doc := newDocument(v.Text())
+		ls := slices.Sorted(maps.Keys(touched[f]))
+		for _, l := range ls {
+			plan.lines = append(plan.lines, changedLine{file: f, line: l, text: doc.line(l)})
 		}
 	}
 	return plan, nil
-}
-
-func sha(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])
 }
 
 // applyEdits applies LSP text edits (positions in enc) to text; they must

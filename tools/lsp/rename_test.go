@@ -12,7 +12,6 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/daemon"
-	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
@@ -80,7 +79,7 @@ func TestPlanEditWithFileOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.conn.Agent.WriteFiles(ctx, &proto.WriteFilesRequest{Root: ws, Files: plan.writes}); err != nil {
+	if err := plan.set.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"a.py": "from new import f\nf()\n", "pkg/new.py": "def f():\n    return 1\n", "pkg/__init__.py": ""}
@@ -109,7 +108,7 @@ func TestPlanEditWithFileOperations(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(ws, "pkg/new.py"), []byte("changed meanwhile\n"), 0o644)
-	if err := s.conn.Agent.WriteFiles(ctx, &proto.WriteFilesRequest{Root: ws, Files: plan.writes}); err == nil {
+	if err := plan.set.Commit(ctx); err == nil {
 		t.Fatal("a write over a file changed since the plan succeeded")
 	}
 	if got, _ := os.ReadFile(filepath.Join(ws, "a.py")); string(got) != want["a.py"] {
