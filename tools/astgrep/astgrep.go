@@ -103,7 +103,8 @@ func connect(ctx context.Context, env *tools.Env) (*tools.SandboxConn, *tools.Re
 func fail(err error) (tools.Result, error) { return tools.Fail(err) }
 
 // resolvePath maps the path argument to an absolute path inside the
-// workspace by the handle's one rule, or returns a sentence for the model.
+// workspace by the handle's one rule, or returns an error message for the
+// model.
 // Empty means the workspace.
 func resolvePath(_ *tools.Env, conn *tools.SandboxConn, p string) (string, string) {
 	if p == "" {

@@ -58,7 +58,7 @@ type searchOutcome struct {
 }
 
 // search runs the common part of ast_grep and ast_edit; a non-empty string
-// is a sentence for the model.
+// is an error message for the model.
 func (c *config) search(ctx context.Context, env *tools.Env, pattern, p, lang string) (*searchOutcome, *tools.Result, error) {
 	conn, res, err := connect(ctx, env)
 	if conn == nil {

@@ -113,7 +113,7 @@ func (s *sandbox) read(rel string) string {
 	return string(b)
 }
 
-// editID pulls the edit_id out of an ast_edit answer.
+// editID pulls the edit_id out of an ast_edit result.
 func editID(t *testing.T, out string) string {
 	t.Helper()
 	for _, l := range strings.Split(out, "\n") {

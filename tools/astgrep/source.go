@@ -22,7 +22,7 @@ import (
 // than as a grep inside the sandbox: the files that pass must be read
 // anyway to be parsed, so a remote grep would cost a process and a second
 // read of every candidate, and would depend on the image's grep. Files the
-// cache already answers for (same size and mtime in the walk) are not read
+// cache already holds (same size and mtime in the walk) are not read
 // at all.
 type agentSource struct {
 	conn *tools.SandboxConn

@@ -14,8 +14,8 @@ import (
 )
 
 // A sandbox removed behind sandboxd's back (docker rm -f) is reported to
-// ast_grep, ast_edit and resolve as gone, in the manager's sentence, and
-// not as an internal error.
+// ast_grep, ast_edit and resolve as gone, in the manager's error message,
+// and not as an internal error.
 func TestVanishedSandboxIsReported(t *testing.T) {
 	v := toolstest.NewVanishing(t, dockertest.Backend(t, sandboxtest.Image("sandboxd-sandbox:latest")))
 	reg := tools.NewRegistry()

@@ -13,7 +13,7 @@ import (
 
 // A command in the sandbox rewrites a file keeping its size and its
 // modification time: the size-and-time check cannot see it, the
-// workspace watch does, and the next search answers from the new text.
+// workspace watch does, and the next search finds the new text.
 func TestAstGrepSeesAChangeThatKeepsSizeAndTime(t *testing.T) {
 	s := newSandbox(t)
 	s.write("app/a.go", "package app\n\nvar _ = f(Old)\n")

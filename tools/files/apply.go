@@ -8,7 +8,8 @@ import (
 // applyHunks applies a file's hunks to content, in order. Each hunk's old
 // lines must match exactly; only its position may differ from what the
 // header says, by up to fuzz lines (a bare "@@" hunk is searched for
-// anywhere after the previous one). The error is a sentence for the model.
+// anywhere after the previous one). The error's text is written for the
+// model.
 func applyHunks(name, content string, hunks []*hunk, fuzz int) (string, error) {
 	lines := splitKeep(content)
 	pos := 0   // hunks apply in order and never overlap

@@ -98,8 +98,8 @@ func (bx *dockerBox) result(ch <-chan callResult) callResult {
 	}
 }
 
-// A FIFO in a real sandbox: read, edit and apply_patch of it answer with a
-// sentence naming it and its type, and a write issued with them (queued
+// A FIFO in a real sandbox: read, edit and apply_patch of it return an
+// error message naming it and its type, and a write issued with them (queued
 // behind the patch, which takes the whole conversation's turn, and so behind
 // the edit before it) is made.
 func TestFIFOInSandboxAnswersAndDoesNotHoldTheQueue(t *testing.T) {

@@ -95,7 +95,7 @@ func (t *editTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 }
 
 // replace applies an edit to text. It returns the new text and a summary,
-// or a sentence saying why the edit cannot be made.
+// or an error message saying why the edit cannot be made.
 func replace(text string, a editArgs) (string, string, string) {
 	old, repl := a.Old, a.New
 	n := strings.Count(text, old)

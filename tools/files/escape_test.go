@@ -9,8 +9,8 @@ import (
 )
 
 // TestPathEscapes tries the ways out of the workspace through every file
-// tool; each must be refused with a sentence saying so, and nothing outside
-// the workspace may be read or written.
+// tool; each must be refused with an error message saying so, and nothing
+// outside the workspace may be read or written.
 func TestPathEscapes(t *testing.T) {
 	s := newSandbox(t)
 	secret := filepath.Join(s.outside, "secret.txt")

@@ -2,7 +2,7 @@
 // shell (DESIGN.md §4 "File tools"). They register when the conversation has
 // a sandbox and reach it only through the sandbox agent, which confines every
 // path to the workspace; the tools also check paths lexically first, so that
-// the common mistake gets a sentence that names the run's workdir.
+// the common mistake gets an error message that names the run's workdir.
 package files
 
 import (
@@ -39,7 +39,7 @@ func WithReadLimit(lines int) Option { return func(c *config) { c.readLines = li
 // WithMaxLineChars sets where read cuts a long line (2000 characters).
 func WithMaxLineChars(n int) Option { return func(c *config) { c.maxLineChars = n } }
 
-// WithReadOutputBytes caps one read answer (256 KiB); read stops at a line
+// WithReadOutputBytes caps one read result (256 KiB); read stops at a line
 // boundary and says how to continue.
 func WithReadOutputBytes(n int) Option { return func(c *config) { c.readOutput = n } }
 
@@ -57,8 +57,9 @@ func WithShellOutputBytes(n int) Option { return func(c *config) { c.shellOutput
 
 // WithFileTimeout sets the deadline of the file operations of one read,
 // write, edit or apply_patch call (60 s). A call whose sandbox does not
-// answer (a stuck file system, a frozen container) ends then with a
-// sentence, and so frees the conversation's queue for the calls behind it.
+// respond (a stuck file system, a frozen container) ends then with an
+// error message, and so frees the conversation's queue for the calls behind
+// it.
 func WithFileTimeout(d time.Duration) Option { return func(c *config) { c.fileTimeout = d } }
 
 // WithPatchFuzz sets how many lines away from its stated position a hunk may
@@ -128,8 +129,8 @@ func (c *config) fileCtx(ctx context.Context) (context.Context, context.CancelFu
 }
 
 // failFile is fail for an error of a file operation made under fctx: when
-// the file timeout (not the caller) ended it, the sentence says so and
-// what became of the call.
+// the file timeout (not the caller) ended it, the error message says so
+// and what became of the call.
 func (c *config) failFile(ctx, fctx context.Context, err error, what, outcome string) (tools.Result, error) {
 	if errors.Is(err, errdefs.ErrDeadlineExceeded) && fileTimedOut(ctx, fctx) {
 		return tools.ErrorFrom(errdefs.DeadlineExceeded("%s did not finish within %s: the sandbox did not answer (its file system or container may be stuck); %s", what, c.fileTimeout, outcome)), nil

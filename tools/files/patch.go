@@ -63,7 +63,7 @@ func (p *patchLines) peek() string {
 func (p *patchLines) lineNo() int { return p.i + 1 }
 
 // parsePatch parses a unified diff (git style or plain) into file patches.
-// The error is a sentence for the model.
+// The error's text is written for the model.
 func parsePatch(text string) ([]*filePatch, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, fmt.Errorf("the patch is empty; give a unified diff with '--- a/path', '+++ b/path' and '@@ -l,n +l,n @@' hunks")

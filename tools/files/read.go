@@ -64,8 +64,8 @@ func (t *readTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage
 	defer cancel()
 	resp, err := conn.Agent.ReadFile(fctx, &proto.ReadFileRequest{Root: conn.Workspace, Path: abs, MaxBytes: t.c.maxFileBytes})
 	if errors.Is(err, errdefs.ErrInvalidArgument) {
-		// The agent's sentence for a directory names its own walk op; the
-		// model lists directories with shell.
+		// The agent's error message for a directory names its own walk op;
+		// the model lists directories with shell.
 		if st, serr := conn.Agent.Stat(fctx, &proto.StatRequest{Root: conn.Workspace, Path: abs}); serr == nil && st.IsDir {
 			return tools.Error(fmt.Sprintf("%s is a directory, not a file; list it with shell (for example ls -la)", abs)), nil
 		}
@@ -122,7 +122,7 @@ func formatRead(name string, data []byte, size int64, truncated bool, offset, li
 		return tools.Error(fmt.Sprintf("offset %d is past the end of %s, which has %d lines; give an offset from 1 to %d.", offset, name, total, total))
 	}
 	end := min(offset-1+limit, total)
-	// Sized for the lines and their numbers, so the answer is built in
+	// Sized for the lines and their numbers, so the result is built in
 	// one allocation: read is the call every conversation makes most.
 	b := make([]byte, 0, min(len(text)+8*(end-offset+1), c.readOutput+64))
 	i := offset - 1

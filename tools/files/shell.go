@@ -80,7 +80,8 @@ func (t *shellTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	if !st.IsDir {
 		return tools.Error(fmt.Sprintf("workdir %s is not a directory; give a directory inside the workspace", dir)), nil
 	}
-	// The agent enforces the timeout; the extra minute only bounds a lost answer.
+	// The agent enforces the timeout; the extra minute only bounds a lost
+	// response.
 	ectx, cancel := context.WithTimeout(ctx, timeout+time.Minute)
 	defer cancel()
 	req := &proto.ExecRequest{

@@ -59,7 +59,7 @@ func (s *realShell) call(command string, timeoutS int) (string, bool) {
 
 // baseline is the agent's own processes once no call runs: the fewest seen
 // over a second, since the supervisor of the last call exits just after
-// its answer.
+// its result.
 func (s *realShell) baseline() int {
 	s.t.Helper()
 	s.waitCount(1<<30, 10*time.Second, "the baseline")
@@ -391,7 +391,7 @@ func TestShellForkBombDocker(t *testing.T) { checkForkBomb(t, dockerShell(t, 64)
 func TestShellForkBombContainerd(t *testing.T) { checkForkBomb(t, containerdShell(t, 64)) }
 
 // checkForkBomb: a fork bomb fills the sandbox's 64 pids at once; the
-// agent's pid guard kills it, the answer says so, and the next call runs.
+// agent's pid guard kills it, the result says so, and the next call runs.
 // It is run a few times, since a bomb that won a race once would not show
 // in one run.
 func checkForkBomb(t *testing.T, s *realShell) {
@@ -416,7 +416,7 @@ func checkForkBomb(t *testing.T, s *realShell) {
 	s.echoOK("the waiting fork bomb")
 }
 
-// sigIgnMask reads the SigIgn mask out of a shell call's answer.
+// sigIgnMask reads the SigIgn mask out of a shell call's result.
 func sigIgnMask(out string) (uint64, bool) {
 	_, rest, ok := strings.Cut(out, "SigIgn:\t")
 	if !ok {

@@ -12,8 +12,8 @@ import (
 )
 
 // A sandbox removed behind sandboxd's back (docker rm -f) is reported to
-// every file tool as gone, in the manager's sentence, not as an internal
-// error.
+// every file tool as gone, in the manager's error message, not as an
+// internal error.
 func TestVanishedSandboxIsReported(t *testing.T) {
 	v := toolstest.NewVanishing(t, dockertest.Backend(t, sandboxtest.Image("sandboxd-sandbox:latest")))
 	reg := tools.NewRegistry()

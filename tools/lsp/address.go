@@ -54,7 +54,7 @@ func wholeIdent(s string, start, end int) bool {
 }
 
 // locate finds symbol (optionally "symbol#N") on 1-based line of doc. Its
-// error is a sentence for the model: it quotes the line when the symbol is
+// error message is written for the model: it quotes the line when the symbol is
 // absent and lists the occurrences when the choice is ambiguous.
 func locate(doc *document, file string, line int, symbol string) (target, error) {
 	if line < 1 || line > doc.lineCount() {

@@ -87,7 +87,7 @@ func TestDiagnosticsAcrossTwoPublishes(t *testing.T) {
 	}
 }
 
-// A server that says nothing in time: the answer is "pending", never clean.
+// A server that says nothing in time: the result is "pending", never clean.
 func TestDiagnosticsPendingIsNotClean(t *testing.T) {
 	bx := newLocalBox(t, "silent", lsp.WithDiagnosticsWait(300*time.Millisecond))
 	out := bx.ok("write", map[string]any{"path": "proj/a.fk", "content": "BAD\n"}, "diagnostics pending for proj/a.fk", "NOT a clean result")

@@ -30,7 +30,7 @@ func TestGoNavigation(t *testing.T) {
 	bx.ok("lsp", nav("references", shape, newSquare, "Side"), fx.At(t, main, "sq.Side)"), fx.At(t, shape, "\tSide float64"))
 
 	// A change the server was not told of (here by shell) is seen before
-	// answering: the line moved down by one, and the answer follows the disk.
+	// responding: the line moved down by one, and the result follows the disk.
 	bx.ok("shell", map[string]any{"command": "sed -i '1i // a new first line' " + main})
 	moved := fx.With(main, "// a new first line\n"+fx[main])
 	bx.ok("lsp", nav("definition", main, moved.Line(t, main, "sq := shapes.NewSquare(2)"), "NewSquare"),

@@ -140,7 +140,7 @@ func goHover(t *testing.T, bx *box) map[string]any {
 }
 
 // goDefinition is the lsp call of the definition of NewSquare where
-// go.txtar's main.go calls it; goDefinedAt is what its answer starts with.
+// go.txtar's main.go calls it; goDefinedAt is what its result starts with.
 func goDefinition(t *testing.T, bx *box) map[string]any {
 	t.Helper()
 	return nav("definition", "goproj/main.go", bx.fx.Line(t, "goproj/main.go", "sq := shapes.NewSquare(2)"), "NewSquare")

@@ -28,7 +28,7 @@ type Language struct {
 	// (gopls publishes type errors first and analysis a moment later).
 	Quiet int // milliseconds
 	// RootHint says how to make a root marker, for the error when a file
-	// has none above it; empty gives a generic sentence.
+	// has none above it; empty gives a generic error message.
 	RootHint string
 	// SDK, when set, names what provides the server's binary, for the
 	// message when it is missing (the Dart SDK is not in the sandbox image).
@@ -77,9 +77,9 @@ func DefaultLanguages() []*Language {
 			RootMarkers: []string{"tsconfig.json", "package.json"},
 			LanguageIDs: map[string]string{".tsx": "typescriptreact", ".js": "javascript", ".jsx": "javascriptreact", ".mjs": "javascript", ".cjs": "javascript"},
 			DefaultID:   "typescript",
-			// Without this, requests during the project load are answered by
+			// Without this, requests during the project load are handled by
 			// tsserver's syntax-only server: a definition then stops at the
-			// import line, an answer that looks right and is not.
+			// import line, a response that looks right and is not.
 			InitOptions: map[string]any{"tsserver": map[string]any{"useSyntaxServer": "never"}},
 			Checker:     []string{"tsc", "--noEmit", "-p", "."},
 			// Publishes are unversioned and come per check kind (syntax,

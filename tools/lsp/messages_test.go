@@ -85,7 +85,7 @@ func TestRenameRefusalWording(t *testing.T) {
 }
 
 // tsserver, asked to prepare a rename at the keyword of `const sq = ...`,
-// may answer with the range of `sq`: the rename is refused rather than
+// may respond with the range of `sq`: the rename is refused rather than
 // applied to another name.
 func TestPreparedRangeElsewhereIsRefused(t *testing.T) {
 	doc := newDocument("import x;\nconst größe = newSquare(2);\n")

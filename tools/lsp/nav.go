@@ -19,7 +19,7 @@ var navMethods = map[string]string{
 	"hover":           "textDocument/hover",
 }
 
-// navigate answers the position-based actions.
+// navigate runs the position-based actions.
 func (s *session) navigate(ctx context.Context, a lspArgs) (string, error) {
 	if err := need(a, true, true); err != nil {
 		return "", err
@@ -64,8 +64,8 @@ func (s *session) navigate(ctx context.Context, a lspArgs) (string, error) {
 	return out, err
 }
 
-// serverError turns a server's error answer into a sentence; a method the
-// server lacks says so.
+// serverError turns a server's error response into an error message; a
+// method the server lacks says so.
 func serverError(lang *Language, action string, err error) error {
 	if rpc, ok := err.(*jsonrpc.Error); ok {
 		if rpc.Code == jsonrpc.CodeMethodNotFound {
@@ -81,7 +81,7 @@ func symbolName(sym string) string {
 	return fmt.Sprintf("%q", n)
 }
 
-// parseLocations accepts every shape navigation answers take: null, a
+// parseLocations accepts every shape navigation responses take: null, a
 // Location, a list of Locations, or a list of LocationLinks.
 func parseLocations(raw json.RawMessage) ([]Location, error) {
 	s := strings.TrimSpace(string(raw))

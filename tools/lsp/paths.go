@@ -9,8 +9,8 @@ import (
 func workdir(_ *tools.Env, conn *tools.SandboxConn) string { return conn.Abs(".") }
 
 // resolve maps a file argument to an absolute path inside the workspace by
-// the handle's one rule; the message, when not "", is the sentence for the
-// model.
+// the handle's one rule; the message, when not "", is the error message
+// for the model.
 func resolve(_ *tools.Env, conn *tools.SandboxConn, p string) (string, string) {
 	abs, err := conn.Resolve("file", p)
 	if err != nil {

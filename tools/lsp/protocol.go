@@ -26,7 +26,7 @@ type Location struct {
 	Range Range  `json:"range"`
 }
 
-// LocationLink is the richer answer some servers give to navigation.
+// LocationLink is the richer response some servers give to navigation.
 type LocationLink struct {
 	OriginSelectionRange *Range `json:"originSelectionRange,omitempty"`
 	TargetURI            string `json:"targetUri"`
@@ -106,7 +106,7 @@ type documentChange struct {
 	} `json:"options,omitempty"`
 }
 
-// documentSymbol is the hierarchical answer to textDocument/documentSymbol;
+// documentSymbol is the hierarchical response to textDocument/documentSymbol;
 // symbolInformation is the flat one (also workspace/symbol's).
 type documentSymbol struct {
 	Name           string           `json:"name"`
@@ -154,7 +154,7 @@ func (c serverCapabilities) prepareRename() bool {
 	return json.Unmarshal(c.RenameProvider, &o) == nil && o.PrepareProvider
 }
 
-// pullDiagnostics reports whether the server answers textDocument/diagnostic.
+// pullDiagnostics reports whether the server supports textDocument/diagnostic.
 func (c serverCapabilities) pullDiagnostics() bool {
 	return len(c.DiagnosticProvider) > 0 && string(c.DiagnosticProvider) != "null" && string(c.DiagnosticProvider) != "false"
 }

@@ -17,7 +17,7 @@ func TestPythonNavigation(t *testing.T) {
 	bx.ok("lsp", nav("definition", main, sq, "new_square"), fx.At(t, base, "def new_square(")+" def new_square(größe: float) -> Square:")
 	bx.ok("lsp", nav("references", base, baseArea, "area"), fmt.Sprintf("%s:%d:", base, baseArea), fx.At(t, main, "s.area()"))
 	bx.ok("lsp", nav("hover", main, sq, "sq"), "Square")
-	// pyright has no textDocument/implementation (Pylance does); the answer
+	// pyright has no textDocument/implementation (Pylance does); the result
 	// must say so rather than look empty.
 	bx.bad("lsp", nav("implementation", base, baseArea, "area"), "does not support implementation")
 	bx.ok("lsp", nav("type_definition", main, fx.Line(t, main, "print(describe(sq), sq.side)"), "sq#2"), fx.At(t, base, "class Square(Shape):")+" class Square(Shape):")

@@ -40,9 +40,9 @@ func noRenamable(lang *Language) string {
 	return "the " + lang.Name + " server says there is no renamable symbol there (a keyword, literal or comment?)"
 }
 
-// preparedElsewhere reports a prepareRename answer whose range does not
+// preparedElsewhere reports a prepareRename response whose range does not
 // hold the position asked about: tsserver, asked at a keyword (`const sq`),
-// answers with the next identifier, and renaming would change that name.
+// responds with the next identifier, and renaming would change that name.
 // It returns the text of the range the server chose.
 func preparedElsewhere(raw []byte, pos Position, doc *document, enc string) (string, bool) {
 	var r struct {

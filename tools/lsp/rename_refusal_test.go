@@ -7,8 +7,8 @@ import (
 )
 
 // typescript-language-server refuses a keyword or a standard-library name
-// with tsserver's sentence inside vscode-jsonrpc's; the tool says it in its
-// own words, as for Python.
+// with tsserver's error message inside vscode-jsonrpc's; the tool says it
+// in its own words, as for Python.
 func TestTypeScriptRenameRefusalInToolWords(t *testing.T) {
 	bx := newBox(t, []string{"typescript.txtar"})
 	const main = "tsproj/src/main.ts"
@@ -23,7 +23,7 @@ func TestTypeScriptRenameRefusalInToolWords(t *testing.T) {
 	}{
 		{map[string]any{"file": main, "line": ret, "symbol": "return", "new_name": "yield"},
 			fmt.Sprintf(`"return" on line %d of %s cannot be renamed: the typescript server says there is no renamable symbol there (a keyword, literal or comment?)`, ret, main)},
-		// tsserver answers a keyword with the identifier after it; the
+		// tsserver responds to a keyword with the identifier after it; the
 		// rename would change `sq`.
 		{map[string]any{"file": main, "line": sq, "symbol": "const", "new_name": "let"},
 			fmt.Sprintf(`"const" on line %d of %s cannot be renamed: the typescript server says there is no renamable symbol there (a keyword, literal or comment?)`, sq, main)},

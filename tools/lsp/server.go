@@ -34,7 +34,7 @@ type server struct {
 
 	syncMu sync.Mutex // guards docs and recent; serializes document sync so versions rise in order
 	docs   map[string]*openDoc
-	recent []string // files whose lines answers quoted lately, newest last
+	recent []string // files whose lines results quoted lately, newest last
 
 	regMu    sync.Mutex               // guards watchers
 	watchers map[string][]fileWatcher // didChangeWatchedFiles registrations by id (watched.go)
@@ -142,7 +142,7 @@ func (s *server) signalLocked() {
 	s.changed = make(chan struct{})
 }
 
-// Request answers the server's own requests the way a plain editor would.
+// Request responds to the server's own requests the way a plain editor would.
 func (s *server) Request(_ context.Context, method string, params json.RawMessage) (any, error) {
 	switch method {
 	case "workspace/configuration":
@@ -250,7 +250,7 @@ func clientCapabilities() map[string]any {
 // waitReady waits for the server's own readiness signal: its work-done
 // progress ends with nothing else running, or, for a server that reports no
 // progress, a short silence. The wait is capped; a server that is still
-// busy answers requests late rather than not at all.
+// busy responds to requests late rather than not at all.
 func (s *server) waitReady(ctx context.Context, limit time.Duration) {
 	const silence = 700 * time.Millisecond
 	deadline := time.Now().Add(limit)
@@ -342,7 +342,7 @@ const (
 	maxRecentBytes = 256 << 10
 )
 
-// noteRecent remembers a file an answer quoted.
+// noteRecent remembers a file a result quoted.
 func (s *server) noteRecent(file string) {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
@@ -358,7 +358,7 @@ func (s *server) noteRecent(file string) {
 	}
 }
 
-// recentFiles lists the files answers quoted lately.
+// recentFiles lists the files results quoted lately.
 func (s *server) recentFiles() []string {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()

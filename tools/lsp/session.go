@@ -24,7 +24,7 @@ func (e *userError) Error() string { return e.msg }
 func userErrorf(format string, args ...any) error { return &userError{fmt.Sprintf(format, args...)} }
 
 // resultError carries the result tools.Open gave instead of a handle (the
-// sandbox is gone, stopped or paused) up to the tool's answer.
+// sandbox is gone, stopped or paused) up to the tool's result.
 type resultError struct{ res tools.Result }
 
 func (e *resultError) Error() string { return e.res.Text() }
@@ -138,7 +138,7 @@ func (s *session) withServer(ctx context.Context, t *fileTarget, fn func(ctx con
 
 // withServerFast is withServer for read-only requests on a file the server
 // already has open: the request is sent against the server's copy while
-// the disk is read in the same moment, and its answer is used only when
+// the disk is read in the same moment, and its response is used only when
 // the read shows that nothing changed; otherwise it is discarded and the
 // request is made again after the sync. A warm call then costs one round
 // trip to the server and one to the disk side by side, not one after the
@@ -181,7 +181,7 @@ func (s *session) withServerFast(ctx context.Context, t *fileTarget, fn func(ctx
 }
 
 // syncFiles brings the server's open documents (and file) up to date with
-// the disk, so that an answer never rests on text the model has changed
+// the disk, so that a result never rests on text the model has changed
 // since. It returns file's document.
 func (s *session) syncFiles(ctx context.Context, srv *server, file string) (*document, bool, error) {
 	files := []string{file}
@@ -193,7 +193,7 @@ func (s *session) syncFiles(ctx context.Context, srv *server, file string) (*doc
 		}
 	}
 	open := len(files)
-	// Files recent answers pointed into ride along in the same round trip:
+	// Files recent results pointed into ride along in the same round trip:
 	// navigation tends to return to them, and their lines are then quoted
 	// from this read instead of a second one.
 	for _, f := range srv.recentFiles() {

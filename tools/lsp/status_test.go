@@ -77,7 +77,7 @@ func TestCrashedServerRestarts(t *testing.T) {
 		t.Fatalf("want 1 running language server, found %d", n)
 	}
 	bx.ok("lsp", goDefinition(t, bx), goDefinedAt(t, bx))
-	// The restarted server is the one that answers; killing it again uses
+	// The restarted server is the one that responds; killing it again uses
 	// up the budget of 2 ...
 	kill()
 	bx.ok("lsp", goHover(t, bx), "Square")
@@ -90,7 +90,7 @@ func TestCrashedServerRestarts(t *testing.T) {
 
 // A new sandboxd (here: a new Manager on the same sandbox) finds the
 // servers the old one left running, restarts them cleanly instead of
-// speaking to a protocol state it does not know, and answers.
+// speaking to a protocol state it does not know, and responds.
 func TestNewManagerRestartsLeftoverServers(t *testing.T) {
 	bx := newBox(t, []string{"go.txtar"})
 	bx.ok("lsp", goDefinition(t, bx), goDefinedAt(t, bx))

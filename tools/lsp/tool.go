@@ -89,7 +89,7 @@ func (t *lspTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage)
 }
 
 // result turns an action's outcome into a tool result: problems the model
-// can act on become is_error sentences, failures of sandboxd stay errors.
+// can act on become is_error results, failures of sandboxd stay errors.
 func result(out string, err error) (tools.Result, error) {
 	if err == nil {
 		return tools.Text(out), nil

@@ -13,8 +13,8 @@ import (
 )
 
 // A sandbox removed behind sandboxd's back (docker rm -f) is reported to
-// lsp and lsp_rename as gone, in the manager's sentence, and not as an
-// internal error; a write's diagnostics do not turn it into one either.
+// lsp and lsp_rename as gone, in the manager's error message, and not as
+// an internal error; a write's diagnostics do not turn it into one either.
 func TestVanishedSandboxIsReported(t *testing.T) {
 	v := toolstest.NewVanishing(t, dockertest.Backend(t, testImage))
 	m := lsp.New()

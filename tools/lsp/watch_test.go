@@ -17,7 +17,7 @@ import (
 // new error or say they are pending, never the "no problems" of before.
 //
 // Last, an edit of the dependency that changes nothing the consumer sees
-// (a comment): the answer comes back a fresh "no problems", not "pending"
+// (a comment): the result comes back a fresh "no problems", not "pending"
 // for good (typescript-language-server publishes nothing when a clean
 // file stays clean; gopls and pyright publish for each new version).
 func shellEditFreshness(t *testing.T, bx *box, consumer, dep, breakIt, fixIt, wantErr, comment string) {
@@ -103,7 +103,7 @@ func TestTypeScriptShellEditFreshness(t *testing.T) {
 }
 
 // TestGoShellEditStaleWithoutWatch shows what the watch is for: without
-// it the consumer's diagnostics answer "no problems" after the shell edit.
+// it the consumer's diagnostics report "no problems" after the shell edit.
 func TestGoShellEditStaleWithoutWatch(t *testing.T) {
 	bx := newBox(t, []string{"go.txtar"}, lsp.WithWatch(false))
 	diag := map[string]any{"action": "diagnostics", "file": "goproj/main.go"}
@@ -120,8 +120,8 @@ func TestGoShellEditStaleWithoutWatch(t *testing.T) {
 // A command rewrites a dependency the server caches (it reads it once and
 // then only when told): the server learns of it only through
 // didChangeWatchedFiles for its registered glob, and republishes only for
-// a new version of the open document. The answer is the new error, never
-// the "no problems" of before; without the watch it is that stale answer.
+// a new version of the open document. The result is the new error, never
+// the "no problems" of before; without the watch it is that stale result.
 func TestFakeShellEditReachesTheServer(t *testing.T) {
 	for _, watch := range []bool{true, false} {
 		t.Run(map[bool]string{true: "watch", false: "no-watch"}[watch], func(t *testing.T) {

@@ -23,7 +23,7 @@ const (
 	// watchApplyTimeout bounds the reads and the walk that one batch of
 	// changes costs.
 	watchApplyTimeout = 20 * time.Second
-	// watchSyncTimeout bounds the wait, before a diagnostics answer, for
+	// watchSyncTimeout bounds the wait, before a diagnostics result, for
 	// the changes made so far to have been applied.
 	watchSyncTimeout = 2 * time.Second
 	// maxWatchedNotify caps the changes sent in one notification.
@@ -140,7 +140,7 @@ func (s *supervisor) subscribe() {
 
 // syncWatch waits, briefly, until every change made in the sandbox so far
 // has been applied to the servers. Without a watch (an older agent, or
-// one not yet established) it returns at once: answers then rest on the
+// one not yet established) it returns at once: results then rest on the
 // disk reads each call makes of the open documents.
 //
 // A server that started before the watch was established may have missed
@@ -304,7 +304,7 @@ func (s *supervisor) apply(ctx context.Context, srv *server, ev proto.WatchEvent
 		return
 	}
 	// An unversioned server may say nothing when a clean file stays clean
-	// (typescript-language-server), which would leave the answer pending
+	// (typescript-language-server), which would leave the result pending
 	// for good: its documents are closed and opened again instead, which
 	// makes it report on each afresh.
 	_ = srv.reopenAll(ctx, fresh)
@@ -321,7 +321,7 @@ func (s *server) isVersioned() bool {
 // in texts where given), marking each changed after the closes. Between
 // the two a request the server does not know makes a round trip: a server
 // that publishes an empty report as it closes a document (typescript-
-// language-server) has sent it before its answer, so that report falls
+// language-server) has sent it before its response, so that report falls
 // before the mark and is not taken for a fresh one.
 func (s *server) reopenAll(ctx context.Context, texts map[string]string) error {
 	s.syncMu.Lock()
@@ -332,7 +332,7 @@ func (s *server) reopenAll(ctx context.Context, texts map[string]string) error {
 		}
 	}
 	bctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_, _ = s.conn.CallRaw(bctx, "sandboxd/barrier", nil) // any answer, an error included, will do
+	_, _ = s.conn.CallRaw(bctx, "sandboxd/barrier", nil) // any response, an error included, will do
 	cancel()
 	mark := s.seq()
 	for uri, d := range s.docs {
@@ -350,7 +350,7 @@ func (s *server) reopenAll(ctx context.Context, texts map[string]string) error {
 	return nil
 }
 
-// rescan answers an overflow ("many files changed"): the files under the
+// rescan handles an overflow ("many files changed"): the files under the
 // server's root modified since its last batch (less a margin for coarse
 // clocks) are announced as changed. Deletions within the burst are not
 // known (apply announces the root itself for them).

@@ -405,7 +405,7 @@ func word(b []byte) bool {
 }
 
 // dottedIn reports whether src may hold a, '.', b in a row. Whitespace may
-// separate them; where a comment starts between them it answers true
+// separate them; where a comment starts between them it returns true
 // rather than parse the comment (a prefilter may pass too much, never too
 // little).
 func dottedIn(src, a, b []byte) bool {

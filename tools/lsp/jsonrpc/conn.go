@@ -24,7 +24,7 @@ const MaxMessageBytes = 64 << 20
 // ErrClosed is returned by calls on a connection whose stream ended.
 var ErrClosed = errors.New("the language server connection is closed")
 
-// Error is a JSON-RPC error object answered by the peer.
+// Error is a JSON-RPC error object in the peer's response.
 type Error struct {
 	Code    int64           `json:"code"`
 	Message string          `json:"message"`
@@ -40,8 +40,9 @@ const (
 	CodeRequestCancelled = -32800
 )
 
-// Handler answers the peer. Notify must not block: it runs on the reader
-// goroutine so that notifications are seen in the order they were sent.
+// Handler serves the peer's requests and notifications. Notify must not
+// block: it runs on the reader goroutine so that notifications are seen in
+// the order they were sent.
 // Request runs on its own goroutine and returns a result or an *Error.
 type Handler interface {
 	Notify(method string, params json.RawMessage)

@@ -78,7 +78,8 @@ func TestCallsAnsweredOutOfOrder(t *testing.T) {
 		}()
 	}
 	m1, m2 := peer.read(), peer.read()
-	// Answer the later request first; each caller must get its own answer.
+	// Respond to the later request first; each caller must get its own
+	// response.
 	for _, m := range []*message{m2, m1} {
 		var q string
 		json.Unmarshal(m.Params, &q)

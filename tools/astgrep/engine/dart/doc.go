@@ -14,5 +14,5 @@ const (
 	Integrity = "sha512-Ve5YMPJjjGW9LEsO+MngAOibQsw5obFp+bUT41pvwdcXWRwJImOWs3eaPi6AubEiBmc09qvhdvxeIXvxlhMnug=="
 )
 
-// NotBuilt is the sentence a binary built without the grammar gives.
+// NotBuilt is the error message a binary built without the grammar gives.
 const NotBuilt = "Dart grammar not built: run make build (fetches tree-sitter-dart " + Version + " from npm)"
