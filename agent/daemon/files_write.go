@@ -52,6 +52,12 @@ type writePlan struct {
 	existed bool
 	entry   journalEntry
 	staged  *os.File // the staged file, open until the barrier
+	// made are the directories this batch made itself (relative to the
+	// root), the ones an undo removes. entry.MkDirs, the plan, may list
+	// more: a directory another batch made meanwhile (two writes of files
+	// in one new directory) is still fsynced in its parent by this batch,
+	// but removing it would pull it from under the other batch's file.
+	made []string
 }
 
 // writeFiles applies a batch all or nothing: check every expectation, write
@@ -242,7 +248,9 @@ func abandon(plans []*writePlan, jf *journalFile, committed bool, cause error) e
 	entries := make([]journalEntry, 0, len(plans))
 	for _, p := range plans {
 		if p != nil {
-			entries = append(entries, p.entry)
+			e := p.entry
+			e.MkDirs = p.made // only what this batch made (recovery, from the plan, removes a listed directory only while empty)
+			entries = append(entries, e)
 		}
 	}
 	if len(plans) > 0 && plans[0] != nil {
@@ -357,7 +365,13 @@ func stage(p *writePlan) error {
 	f := p.req
 	dir := filepath.Dir(p.target)
 	if len(p.entry.MkDirs) > 0 {
-		if _, err := mkdirAll(p.root, dir, f.Path); err != nil {
+		made, err := mkdirAll(p.root, dir, f.Path)
+		for _, m := range made {
+			if r, rerr := filepath.Rel(p.root, m); rerr == nil {
+				p.made = append(p.made, r)
+			}
+		}
+		if err != nil {
 			return errdefs.InvalidArgument("cannot create the directory for %s (%v); fix the path", f.Path, err)
 		}
 	}
@@ -521,10 +535,15 @@ func mkdirAll(root, dir, name string) ([]string, error) {
 	var made []string
 	for i := len(missing) - 1; i >= 0; i-- {
 		comp := filepath.Base(missing[i])
-		if err := unix.Mkdirat(int(parent.Fd()), comp, 0o755); err != nil {
+		switch err := unix.Mkdirat(int(parent.Fd()), comp, 0o755); {
+		case err == nil:
+			made = append(made, missing[i])
+		case errors.Is(err, unix.EEXIST):
+			// Another write made it since the Lstat above: use it (the
+			// open below refuses it unless it is a directory beneath).
+		default:
 			return made, &fs.PathError{Op: "mkdir", Path: missing[i], Err: err}
 		}
-		made = append(made, missing[i])
 		next, err := openatBeneath(int(parent.Fd()), comp, missing[i], name, os.O_RDONLY|unix.O_DIRECTORY, 0)
 		if err != nil {
 			return made, err
