@@ -146,12 +146,16 @@ func TestStuckCallFreesTheQueueAtItsDeadline(t *testing.T) {
 			bx.cli.ContainerUnpause(context.Background(), name)
 		}
 	}()
+	// The edit goes first and sticks; the write of the same file (writes
+	// of other files do not queue behind it) waits its turn. The write
+	// must not go first: its request, sent before the pause was found,
+	// still lands once the sandbox runs again, and the edit after it
+	// would then rightly refuse a file changed since it read it.
+	edit := bx.start("edit", map[string]any{"path": "a.txt", "old": "one", "new": "two"})
+	time.Sleep(300 * time.Millisecond)
+	write := bx.start("write", map[string]any{"path": "a.txt", "content": "other\n"})
 	results := make(chan callResult, 2)
-	for _, ch := range []<-chan callResult{
-		bx.start("edit", map[string]any{"path": "a.txt", "old": "one", "new": "two"}),
-		// The same file: writes of other files do not queue behind it.
-		bx.start("write", map[string]any{"path": "a.txt", "content": "other\n"}),
-	} {
+	for _, ch := range []<-chan callResult{edit, write} {
 		go func() { results <- bx.result(ch) }()
 	}
 	first := <-results
