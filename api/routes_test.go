@@ -136,3 +136,26 @@ func TestRouteTableCheckCatchesMistakes(t *testing.T) {
 		}
 	}
 }
+
+// A rule kept apart from the table, so that a route wrongly marked there is
+// caught: whatever acts on one sandbox (its sub-resources, and every method
+// but GET on the sandbox itself) needs the replica that owns its
+// conversation, where its pipe and processes live; only reading the
+// sandbox's record may be served anywhere.
+func TestSandboxRoutesAreRoutedToTheirOwner(t *testing.T) {
+	const one = "/v1/sandboxes/{id}"
+	n := 0
+	for _, rt := range Routes() {
+		bound := strings.HasPrefix(rt.Path, one+"/") || rt.Path == one && cmpOr(rt.Method, "GET") != "GET"
+		if !bound {
+			continue
+		}
+		n++
+		if rt.Scope != ScopeSandbox {
+			t.Errorf("%s %s is routed %s; a call on one sandbox must be routed by sandbox, to the replica that owns its conversation", rt.Method, rt.Path, rt.Scope)
+		}
+	}
+	if n < 2 {
+		t.Errorf("found %d routes acting on one sandbox; the table lost them (delete and stats at least)", n)
+	}
+}
