@@ -21,17 +21,17 @@ type familySources struct {
 	workers   map[string]int
 }
 
-func (f *familySources) options() []Option {
+func (f *familySources) wired() wired {
 	lock := func() func() { f.mu.Lock(); return f.mu.Unlock }
-	return []Option{
-		WithKernels([]string{"python", "javascript"}, func() map[string]int { defer lock()(); return f.kernels }),
-		WithLSP([]string{"go", "python", "typescript"},
+	return withCollectors(
+		Kernels([]string{"python", "javascript"}, func() map[string]int { defer lock()(); return f.kernels }),
+		LSP([]string{"go", "python", "typescript"},
 			func() map[string]int { defer lock()(); return f.servers },
 			func() map[string]uint64 { defer lock()(); return f.restarts }),
-		WithDebugSessions(func() int { defer lock()(); return f.sessions }),
-		WithQuestionsPending(func() map[string]int { defer lock()(); return f.questions }),
-		WithWorkers(func() map[string]int { defer lock()(); return f.workers }),
-	}
+		DebugSessions(func() int { defer lock()(); return f.sessions }),
+		QuestionsPending(func() map[string]int { defer lock()(); return f.questions }),
+		Workers(func() map[string]int { defer lock()(); return f.workers }),
+	)
 }
 
 var familyNames = []string{"sandboxd_kernels", "sandboxd_lsp_servers", "sandboxd_lsp_restarts_total",
@@ -39,7 +39,7 @@ var familyNames = []string{"sandboxd_kernels", "sandboxd_lsp_servers", "sandboxd
 
 func TestFamiliesLintClean(t *testing.T) {
 	src := &familySources{}
-	_, reg := newTest(t, src.options()...)
+	_, reg := newTest(t, src.wired())
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestFamiliesLintClean(t *testing.T) {
 // so dashboards and alerts see 0 rather than no data.
 func TestFamiliesZero(t *testing.T) {
 	src := &familySources{}
-	_, reg := newTest(t, src.options()...)
+	_, reg := newTest(t, src.wired())
 	err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP sandboxd_debug_sessions Debug sessions alive.
 # TYPE sandboxd_debug_sessions gauge
@@ -106,7 +106,7 @@ func TestFamiliesValues(t *testing.T) {
 		questions: map[string]int{"question": 2, "permission": 1},
 		workers:   map[string]int{"running": 1, "done": 4},
 	}
-	_, reg := newTest(t, src.options()...)
+	_, reg := newTest(t, src.wired())
 	want := `
 # HELP sandboxd_debug_sessions Debug sessions alive.
 # TYPE sandboxd_debug_sessions gauge

@@ -71,11 +71,7 @@ var (
 type options struct {
 	version    string
 	backend    string
-	counts     func() map[string]int
 	runsActive func() int
-	fam        familyOptions
-	poolImages []string
-	pools      func() []sandbox.PoolStat
 }
 
 // Option configures New.
@@ -83,14 +79,6 @@ type Option func(*options)
 
 // WithVersion sets the version label of sandboxd_build_info.
 func WithVersion(v string) Option { return func(o *options) { o.version = v } }
-
-// WithSandboxCounts exports sandboxd_sandboxes{backend,state} from counts,
-// which maps a state to the number of sandboxes in it (the manager's Counts).
-// backend is also the closed set of the agent pipe metrics' backend label:
-// their series exist at zero from the start.
-func WithSandboxCounts(backend string, counts func() map[string]int) Option {
-	return func(o *options) { o.backend, o.counts = backend, counts }
-}
 
 // WithBackend makes backend the closed set of the agent pipe metrics'
 // backend label: their series exist at zero from the start. Register the
@@ -149,18 +137,11 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	buildInfo.WithLabelValues(o.version, runtime.Version()).Set(1)
 
 	cs := []prometheus.Collector{m.runsCreated, m.toolCalls, m.toolDuration, m.pipesOpen, m.reconnects, m.httpRequests, buildInfo}
-	if o.counts != nil {
-		cs = append(cs, &sandboxCollector{backend: o.backend, counts: o.counts})
-	}
 	if o.runsActive != nil {
 		n := o.runsActive
 		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sandboxd_runs_active", Help: "Runs that have not ended or expired.",
 		}, func() float64 { return float64(n()) }))
-	}
-	cs = append(cs, o.fam.collectors()...)
-	if o.pools != nil {
-		cs = append(cs, newPoolCollector(o.poolImages, o.pools))
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {

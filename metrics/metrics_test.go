@@ -21,19 +21,52 @@ var testSpecs = []tools.Spec{
 
 const toolCallsHeader = "# HELP sandboxd_tool_calls_total " + toolCallsHelp + "\n# TYPE sandboxd_tool_calls_total counter"
 
-func newTest(t *testing.T, opts ...Option) (*Metrics, *prometheus.Registry) {
+// wired is what the daemon registers beside New's own series: the
+// manager's sandboxd_sandboxes (with its backend as the pipe metrics'
+// closed set) and the families' collectors.
+type wired struct {
+	opts []Option
+	cs   []prometheus.Collector
+}
+
+func withCollectors(cs ...prometheus.Collector) wired { return wired{cs: cs} }
+
+func withSandboxCounts(backend string, counts func() map[string]int) wired {
+	return wired{opts: []Option{WithBackend(backend)}, cs: []prometheus.Collector{Sandboxes(backend, counts)}}
+}
+
+// newTest makes the metrics on a pedantic registry from New's options and
+// what the daemon wires beside them (each an Option or a wired).
+func newTest(t *testing.T, items ...any) (*Metrics, *prometheus.Registry) {
 	t.Helper()
+	var opts []Option
+	var cs []prometheus.Collector
+	for _, it := range items {
+		switch it := it.(type) {
+		case Option:
+			opts = append(opts, it)
+		case wired:
+			opts, cs = append(opts, it.opts...), append(cs, it.cs...)
+		default:
+			t.Fatalf("newTest takes Options and wired, not %T", it)
+		}
+	}
 	reg := prometheus.NewPedanticRegistry()
 	m, err := New(reg, opts...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return m, reg
 }
 
 func TestNoLintProblems(t *testing.T) {
 	m, reg := newTest(t, WithVersion("1.2.3"),
-		WithSandboxCounts("docker", func() map[string]int { return map[string]int{"running": 2} }),
+		withSandboxCounts("docker", func() map[string]int { return map[string]int{"running": 2} }),
 		WithRunsActive(func() int { return 3 }))
 	m.SetTools(testSpecs)
 	// Touch every vector so each family has a series to lint.
@@ -73,7 +106,7 @@ func TestValues(t *testing.T) {
 	var mu sync.Mutex
 	active := 4
 	m, reg := newTest(t, WithVersion("v9"),
-		WithSandboxCounts("host", func() map[string]int { return counts }),
+		withSandboxCounts("host", func() map[string]int { return counts }),
 		WithRunsActive(func() int { mu.Lock(); defer mu.Unlock(); return active }))
 	m.SetTools(testSpecs)
 
@@ -177,7 +210,7 @@ func TestBuildInfo(t *testing.T) {
 
 // Label values stay a closed set whatever callers pass.
 func TestLabelsStayClosed(t *testing.T) {
-	m, _ := newTest(t, WithSandboxCounts("docker", func() map[string]int { return nil }))
+	m, _ := newTest(t, withSandboxCounts("docker", func() map[string]int { return nil }))
 	var many []tools.Spec
 	for i := 0; i < 3*maxToolLabels; i++ {
 		many = append(many, tools.Spec{Name: fmt.Sprintf("tool_%d", i), Level: tools.LevelRead})

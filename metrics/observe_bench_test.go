@@ -58,7 +58,7 @@ var benchSpecs = []tools.Spec{
 //
 //	go test -run '^$' -bench ObserveToolCall -benchmem ./metrics
 func BenchmarkObserveToolCall(b *testing.B) {
-	m, err := New(prometheus.NewRegistry(), WithSandboxCounts("docker", func() map[string]int { return nil }))
+	m, err := New(prometheus.NewRegistry(), WithBackend("docker"))
 	if err != nil {
 		b.Fatal(err)
 	}

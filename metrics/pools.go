@@ -8,18 +8,12 @@ import (
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
-// WithPools exports the warm pools, read at scrape time from stats (the
+// Pools exports the warm pools, read at scrape time from stats (the
 // manager's PoolStats): sandboxd_pool_size{image}, sandboxd_pool_ready{image},
 // sandboxd_pool_refill_blocked{image} (1 while the pool cannot refill),
 // sandboxd_pool_claims_total{image,outcome} and
 // sandboxd_pool_refill_failures_total{image}. images is the closed set of
 // the image label: the configured pools' images.
-func WithPools(images []string, stats func() []sandbox.PoolStat) Option {
-	return func(o *options) { o.poolImages, o.pools = images, stats }
-}
-
-// Pools is the collector WithPools registers, for a root that builds the
-// manager after the metrics: the same series, read from stats.
 func Pools(images []string, stats func() []sandbox.PoolStat) prometheus.Collector {
 	return newPoolCollector(images, stats)
 }

@@ -18,11 +18,11 @@ func TestPoolMetrics(t *testing.T) {
 		{Image: "gone:1", Size: 3, RefillFailures: 4, Problem: "image gone:1 is not on the Docker engine"},
 		{Image: "unconfigured", Size: 9, Ready: 9}, // outside the closed set: dropped
 	}
-	_, reg := newTest(t, WithPools([]string{"ok:1", "gone:1"}, func() []sandbox.PoolStat {
+	_, reg := newTest(t, withCollectors(Pools([]string{"ok:1", "gone:1"}, func() []sandbox.PoolStat {
 		mu.Lock()
 		defer mu.Unlock()
 		return stats
-	}))
+	})))
 	err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP sandboxd_pool_ready Warm sandboxes started, attached and waiting for a claim, by image.
 # TYPE sandboxd_pool_ready gauge

@@ -16,9 +16,9 @@ import (
 func freshlyWired(t *testing.T) (*Metrics, *prometheus.Registry) {
 	t.Helper()
 	src := &familySources{}
-	m, reg := newTest(t, append([]Option{WithVersion("1.2.3"),
-		WithSandboxCounts("docker", func() map[string]int { return nil }),
-		WithRunsActive(func() int { return 0 })}, src.options()...)...)
+	m, reg := newTest(t, WithVersion("1.2.3"),
+		withSandboxCounts("docker", func() map[string]int { return nil }),
+		WithRunsActive(func() int { return 0 }), src.wired())
 	m.SetTools(testSpecs)
 	return m, reg
 }
