@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/config"
@@ -46,48 +45,39 @@ debug: {disabled: true}
 	if err := registerAll(pr, set.Collectors()...); err != nil {
 		t.Fatal(err)
 	}
-	err = testutil.GatherAndCompare(pr, strings.NewReader(`
-# HELP sandboxd_debug_sessions Debug sessions alive.
-# TYPE sandboxd_debug_sessions gauge
-sandboxd_debug_sessions 0
-# HELP sandboxd_kernels Live eval kernels sandboxd is attached to, by language.
-# TYPE sandboxd_kernels gauge
-sandboxd_kernels{language="javascript"} 0
-sandboxd_kernels{language="other"} 0
-sandboxd_kernels{language="python"} 0
-# HELP sandboxd_questions_pending Questions and permission requests waiting for an answer, by kind.
-# TYPE sandboxd_questions_pending gauge
-sandboxd_questions_pending{kind="other"} 0
-sandboxd_questions_pending{kind="permission"} 0
-sandboxd_questions_pending{kind="question"} 0
-# HELP sandboxd_workers Background workers known to sandboxd, by state.
-# TYPE sandboxd_workers gauge
-sandboxd_workers{state="done"} 0
-sandboxd_workers{state="failed"} 0
-sandboxd_workers{state="killed"} 0
-sandboxd_workers{state="other"} 0
-sandboxd_workers{state="running"} 0
-`), "sandboxd_debug_sessions", "sandboxd_kernels", "sandboxd_questions_pending", "sandboxd_workers")
-	if err != nil {
-		t.Error(err)
-	}
 	mfs, err := pr.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var zig bool
+	// Each family's series, by its label's values ("" for no label), every
+	// one at zero; the lsp label's closed set holds the configured zig.
+	want := map[string][]string{
+		"sandboxd_debug_sessions":     {""},
+		"sandboxd_kernels":            {"python", "javascript", "other"},
+		"sandboxd_lsp_servers":        {"go", "python", "zig", "other"},
+		"sandboxd_lsp_restarts_total": {"go", "zig", "other"},
+		"sandboxd_questions_pending":  {"question", "permission", "other"},
+		"sandboxd_workers":            {"running", "done", "failed", "killed", "other"},
+	}
+	got := map[string]map[string]float64{}
 	for _, mf := range mfs {
-		if mf.GetName() != "sandboxd_lsp_servers" {
-			continue
-		}
+		vals := map[string]float64{}
 		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == "zig" && m.GetGauge().GetValue() == 0 {
-				zig = true
+			label := ""
+			if len(m.GetLabel()) > 0 {
+				label = m.GetLabel()[0].GetValue()
+			}
+			vals[label] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+		got[mf.GetName()] = vals
+	}
+	for name, labels := range want {
+		for _, l := range labels {
+			v, ok := got[name][l]
+			if !ok || v != 0 {
+				t.Errorf("%s{%q} = %v (present %v), want 0 from the first scrape", name, l, v, ok)
 			}
 		}
-	}
-	if !zig {
-		t.Errorf("sandboxd_lsp_servers{language=\"zig\"} 0 is missing: the configured language is not in the closed set")
 	}
 	// The tools of the families that are off are left out with a reason.
 	said := map[string]string{}

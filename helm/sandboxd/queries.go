@@ -31,18 +31,6 @@ const replicaMetric = "sandboxd_replica_"
 // mean most with replication on.
 func (q Query) Replication() bool { return strings.Contains(q.Expr, replicaMetric) }
 
-// WithoutReplication returns the queries of qs that select no replica
-// series.
-func WithoutReplication(qs []Query) []Query {
-	var out []Query
-	for _, q := range qs {
-		if !q.Replication() {
-			out = append(out, q)
-		}
-	}
-	return out
-}
-
 // Queries renders the chart in dir with its PrometheusRule enabled and
 // returns the expression of every alert, then every PromQL expression of
 // the Grafana dashboard (panel targets and template variables). The
