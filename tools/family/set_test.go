@@ -22,6 +22,7 @@ type recording struct {
 	failReg     bool
 	drainBlocks chan struct{} // closed by another family's Drain; nil: none
 	drainFrees  chan struct{}
+	freed       bool // Drain returned because drainBlocks closed, not at the deadline
 }
 
 func (r *recording) Name() string { return r.name }
@@ -51,6 +52,7 @@ func (r *recording) Drain(ctx context.Context) {
 	if r.drainBlocks != nil {
 		select {
 		case <-r.drainBlocks:
+			r.freed = true
 		case <-ctx.Done():
 		}
 	}
@@ -128,13 +130,21 @@ func TestSetDrainSideBySide(t *testing.T) {
 	if err := s.Register(&family.Setup{}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	done := make(chan struct{})
 	go func() { s.Drain(ctx); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Drain did not return after its deadline")
+	}
+	// a drains first in the list and waits for b's drain: drained one
+	// after another, a would sit until the deadline.
+	if !a.freed {
+		t.Error("a's drain ended at the deadline, not when b's drain freed it: the families were not drained side by side")
+	}
+	if stuck.freed {
+		t.Error("the stuck family's drain was freed; it should have been cut off at the deadline")
 	}
 }
