@@ -24,7 +24,8 @@ import (
 // Goroutines: yamux's receive, send and keepalive loops for the session;
 // each call runs on its caller's goroutine; per watched root one feed and
 // per subscriber one delivery goroutine (watch.go), which end with the
-// session. Close (or the pipe dropping) ends the session and every open
+// session; the accept loop of the streams the agent opens and one per such
+// stream until its handler has it (incoming.go). Close (or the pipe dropping) ends the session and every open
 // stream.
 type Client struct {
 	sess  *yamux.Session
@@ -37,6 +38,8 @@ type Client struct {
 
 	idleMu sync.Mutex   // guards idle
 	idle   []idleStream // streams kept for the next reusable call (reuse.go)
+
+	in incoming // the handler of the streams the agent opens (incoming.go)
 
 	// stallCheck, when set, is asked why a call gets no response (stall.go).
 	stallCheck func(context.Context) error
@@ -76,7 +79,9 @@ func newSession(rwc io.ReadWriteCloser) (*Client, error) {
 		rwc.Close()
 		return nil, errdefs.Internal("cannot start the agent session: %v", err)
 	}
-	return &Client{sess: sess, quick: defaultQuickTimeout, file: defaultFileTimeout}, nil
+	c := &Client{sess: sess, quick: defaultQuickTimeout, file: defaultFileTimeout}
+	go c.acceptIncoming()
+	return c, nil
 }
 
 // Hello returns the daemon's identity.

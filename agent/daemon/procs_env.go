@@ -29,9 +29,10 @@ type sandboxEnv struct {
 	path   string // the record in the state dir; "" keeps it in memory only
 	broken error  // why the record cannot be read; every command fails with it
 
-	// mu guards env, set and started.
+	// mu guards env, egress, set and started.
 	mu      sync.Mutex
 	env     map[string]string
+	egress  map[string]string // the egress proxy's variables (egress.go), over env
 	set     bool // a SetEnv was accepted (by this daemon or a predecessor)
 	started bool // this daemon started a command
 }
@@ -104,7 +105,24 @@ func (e *sandboxEnv) forCommand() (map[string]string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.started = true
-	return e.env, nil
+	if len(e.egress) == 0 {
+		return e.env, nil
+	}
+	all := maps.Clone(e.env)
+	if all == nil {
+		all = map[string]string{}
+	}
+	maps.Copy(all, e.egress)
+	return all, nil
+}
+
+// setEgress sets the egress proxy's variables for every command started
+// from now on. Unlike the claim's environment they may be set again: a
+// new session re-enables the proxy, with the same port.
+func (e *sandboxEnv) setEgress(env map[string]string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.egress = maps.Clone(env)
 }
 
 // validEnv checks every name and value of env.

@@ -19,7 +19,8 @@ import (
 // Server is the agent daemon: the sessions it serves (server_stream.go) and
 // the services behind its operation table (ops.go): files (files.go, with
 // the commit journal, journal.go), processes (procs.go), the workspace
-// watch (watch.go), fencing (fence.go) and dialing (dial.go). It owns every
+// watch (watch.go), fencing (fence.go), dialing (dial.go) and the egress
+// proxy (egress.go). It owns every
 // process it starts, in its own process group, and kills those groups on
 // Close.
 //
@@ -46,11 +47,12 @@ type Server struct {
 	startedAt time.Time
 	hostname  string
 
-	files *fileService
-	procs *processService
-	watch *watchService
-	fence *fence  // the highest claim
-	ops   opTable // every op's handler; only read once New has returned
+	files  *fileService
+	procs  *processService
+	watch  *watchService
+	fence  *fence // the highest claim
+	egress *egressService
+	ops    opTable // every op's handler; only read once New has returned
 
 	// mu guards listeners, sessions and closed.
 	mu        sync.Mutex
@@ -74,6 +76,8 @@ type options struct {
 	self           string            // what proto.AgentSelf runs
 	stateDir       string            // what outlives the agent, outside every workspace (statedir.go)
 	limits         readLimits
+	systemBundle   string        // the system's CA bundle the egress CA is added to
+	egressWait     time.Duration // how long a proxied connection waits for a session
 }
 
 // Option configures a Server.
@@ -97,6 +101,11 @@ func WithStateDir(dir string) Option { return func(o *options) { o.stateDir = di
 // must not reveal (the host backend), where a link made through a command
 // would read back a file outside the workspace.
 func WithSingleLinkFiles() Option { return func(o *options) { o.limits.singleLink = true } }
+
+// WithSystemBundle names the system's CA bundle, to which the egress proxy's
+// CA is added where writable (default /etc/ssl/certs/ca-certificates.crt).
+// Every other bundle the CA variables name starts from it.
+func WithSystemBundle(path string) Option { return func(o *options) { o.systemBundle = path } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -156,10 +165,12 @@ func New(opts ...Option) *Server {
 		o.log.Error("the agent cannot fence its sandbox; every claim fails", "err", s.fence.broken)
 	}
 	s.procs = newProcessService(o)
+	s.egress = newEgressService(o, s.procs.env)
 	s.ops = opTable{}
-	for _, svc := range []service{s, s.files, s.procs, s.watch, s.fence, dialService{}} {
+	for _, svc := range []service{s, s.files, s.procs, s.watch, s.fence, dialService{}, s.egress} {
 		svc.register(s.ops)
 	}
+	s.egress.resume()
 	return s
 }
 
@@ -171,7 +182,7 @@ func (s *Server) register(t opTable) {
 	t.add(proto.OpHello, func(context.Context, *request) (*proto.Response, func(), error) {
 		return &proto.Response{Hello: &proto.HelloResponse{
 			Version: proto.Version, PID: os.Getpid(), StartedAt: s.startedAt, Hostname: s.hostname,
-			FDHandoff: true, Fencing: true, Watch: true, RawData: true, SandboxEnv: true, StreamReuse: true,
+			FDHandoff: true, Fencing: true, Watch: true, RawData: true, SandboxEnv: true, StreamReuse: true, Egress: true,
 		}}, nil, nil
 	})
 }
@@ -234,6 +245,7 @@ func (s *Server) Close() error {
 			sess.Close()
 		}
 		s.mu.Unlock()
+		s.egress.close()
 		s.procs.stop()
 		s.watch.close()
 		s.closeErr = s.procs.close()

@@ -49,6 +49,7 @@ const (
 	OpClaim      Op = "claim"       // ClaimRequest -> Empty
 	OpWatch      Op = "watch"       // WatchRequest -> WatchResponse, then WatchEvent frames (WatchControl frames back)
 	OpSetEnv     Op = "set_env"     // SetEnvRequest -> Empty
+	OpEgress     Op = "egress"      // EgressRequest -> EgressResponse; then the agent opens Incoming streams
 )
 
 // Request is the first frame of every stream. Exactly one of the pointer
@@ -87,6 +88,7 @@ type Request struct {
 	Claim      *ClaimRequest      `json:"claim,omitempty"`
 	Watch      *WatchRequest      `json:"watch,omitempty"`
 	SetEnv     *SetEnvRequest     `json:"set_env,omitempty"`
+	Egress     *EgressRequest     `json:"egress,omitempty"`
 }
 
 // Response is the first frame the agent writes back. Error is set when the
@@ -108,6 +110,7 @@ type Response struct {
 	Process   *ProcessInfo       `json:"process,omitempty"`
 	List      *ListResponse      `json:"list,omitempty"`
 	Watch     *WatchResponse     `json:"watch,omitempty"`
+	Egress    *EgressResponse    `json:"egress,omitempty"`
 	// Output is set, alone, on the frames a streamed exec writes before
 	// its response (ExecRequest.Stream).
 	Output *ExecOutput `json:"output,omitempty"`
@@ -145,6 +148,9 @@ type HelloResponse struct {
 	SandboxEnv bool `json:"sandbox_env,omitempty"`
 	// StreamReuse says the daemon honours Request.Again.
 	StreamReuse bool `json:"stream_reuse,omitempty"`
+	// Egress says the daemon takes OpEgress. An older daemon rejects it
+	// as an unknown op; a sandbox in network mode "proxy" needs it.
+	Egress bool `json:"egress,omitempty"`
 }
 
 // ReuseIdle is how long a client keeps an idle reusable stream; the daemon
@@ -547,3 +553,49 @@ const (
 	Changed ChangeKind = 2
 	Deleted ChangeKind = 3
 )
+
+// EgressRequest turns on the sandbox's egress proxy (network mode "proxy"):
+// the daemon listens on a loopback port inside the sandbox, sets the proxy
+// variables (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, their lower-case forms and
+// NO_PROXY) and the CA bundle variables for every command it starts from
+// then on, and carries each connection to the port to sandboxd on a stream
+// it opens on the session that sent the request (the newest such session
+// that is still open), the stream beginning with an Incoming frame
+// (IncomingEgress). sandboxd alone decides what the connection may reach;
+// the agent only carries bytes. The request may be sent again on every new
+// session: the port and the variables stay the same, and the daemon keeps
+// them in its state dir so that a restarted daemon listens at once.
+type EgressRequest struct {
+	// CACert is the PEM certificate of the authority whose certificates
+	// sandboxd presents for the hosts it intercepts (to add credentials).
+	// The daemon adds it to a bundle of the system's authorities that the
+	// CA variables name, and to the system bundle where that is writable.
+	CACert string `json:"ca_cert,omitempty"`
+}
+
+// EgressResponse says where the proxy listens and what the daemon set.
+type EgressResponse struct {
+	// Proxy is the proxy's URL inside the sandbox, "http://127.0.0.1:PORT".
+	Proxy string `json:"proxy"`
+	// CABundle is the path of the bundle the CA variables name; "" without
+	// a CA.
+	CABundle string `json:"ca_bundle,omitempty"`
+	// SystemBundle says the CA was added to the system bundle as well.
+	SystemBundle bool `json:"system_bundle,omitempty"`
+	// Env is what every command started from now on gets.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// IncomingEgress is the kind of a stream carrying one connection a program
+// in the sandbox made to the egress proxy: raw bytes after the frame, in
+// the HTTP proxy protocol.
+const IncomingEgress = "egress"
+
+// Incoming is the first frame of a stream the agent opens towards sandboxd
+// (the one direction the client does not open). sandboxd closes a stream
+// of a kind it does not serve.
+type Incoming struct {
+	Kind string `json:"kind"`
+	// Peer is the address the program connected from (for the record).
+	Peer string `json:"peer,omitempty"`
+}
