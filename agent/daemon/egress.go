@@ -59,9 +59,9 @@ type egressRecord struct {
 // as their sessions close (Server.Close closes them first).
 type egressService struct {
 	log       *slog.Logger
-	stateDir  string // "" keeps the record in memory only
-	bundleDir string // where the CA bundle goes, readable by every process
-	system    string // the system bundle
+	stateDir  string        // "" keeps the record in memory only
+	bundleDir string        // where the CA bundle goes, readable by every process
+	system    string        // the system bundle
 	wait      time.Duration // egressWait, shorter in tests
 	env       *sandboxEnv
 	pending   chan struct{} // a slot per connection not yet spliced

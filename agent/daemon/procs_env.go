@@ -33,8 +33,8 @@ type sandboxEnv struct {
 	mu      sync.Mutex
 	env     map[string]string
 	egress  map[string]string // the egress proxy's variables (egress.go), over env
-	set     bool // a SetEnv was accepted (by this daemon or a predecessor)
-	started bool // this daemon started a command
+	set     bool              // a SetEnv was accepted (by this daemon or a predecessor)
+	started bool              // this daemon started a command
 }
 
 // openSandboxEnv loads the environment a previous daemon recorded in
