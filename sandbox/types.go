@@ -22,6 +22,14 @@ const (
 	// (PoolKey). Until it is claimed it has no tenant or conversation, so
 	// the Manager's map skips it; the label stays after a claim.
 	LabelPool = "io.sandboxd.pool"
+	// LabelNetwork is the network mode the sandbox was made with ("none",
+	// "bridge" or "proxy"); a sandbox made before the label is "none" or
+	// whatever its engine says.
+	LabelNetwork = "io.sandboxd.network"
+	// LabelEgress holds a "proxy" sandbox's own egress policy and the
+	// names of the secrets it may use, as JSON (EgressSpec); on Kubernetes
+	// it is an annotation.
+	LabelEgress = "io.sandboxd.egress"
 )
 
 // States of a sandbox as reported by the API.
@@ -46,7 +54,10 @@ type Spec struct {
 	Image        string
 	Env          map[string]string
 	Resources    Resources
-	Network      string // "none" (default) or "bridge"
+	Network      string // "none" (default), "bridge" or "proxy"
+	// Egress is a "proxy" sandbox's own policy and secrets; nil for the
+	// other modes.
+	Egress *EgressSpec
 	// HostWorkspace, when set, is a host directory used as the workspace
 	// (bind-mounted by Docker, used in place by the host backend). Callers
 	// have already checked it against the allowed host paths.

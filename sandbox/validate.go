@@ -49,8 +49,12 @@ func validateSpec(spec Spec) error {
 	}
 	switch spec.Network {
 	case "", "none", "bridge":
+		if spec.Egress != nil {
+			return errdefs.InvalidArgument("egress rules and secrets apply only to network \"proxy\"; set \"network\": \"proxy\" or leave egress and secrets out")
+		}
+	case NetworkProxy:
 	default:
-		return errdefs.InvalidArgument("network %s is not supported; use \"none\" or \"bridge\"", quoteShort(spec.Network))
+		return errdefs.InvalidArgument("network %s is not supported; use \"none\", \"bridge\" or \"proxy\"", quoteShort(spec.Network))
 	}
 	r := spec.Resources
 	if r.CPUs < 0 || r.MemoryMB < 0 || r.Pids < 0 {

@@ -241,8 +241,13 @@ func TestDefaultValues(t *testing.T) {
 	if types := strs(np, "spec", "policyTypes"); !slices.Equal(types, []string{"Ingress", "Egress"}) || get(np, "spec", "egress") != nil {
 		t.Errorf("sandbox NetworkPolicy = %v, want all ingress and egress denied", get(np, "spec"))
 	}
-	if str(np, "spec", "podSelector", "matchLabels", "io.sandboxd.network") != "none" {
-		t.Errorf("sandbox NetworkPolicy selects %v", get(np, "spec", "podSelector"))
+	// Both isolated modes: "proxy" sandboxes reach the world only through
+	// sandboxd's egress proxy.
+	if str(np, "spec", "podSelector", "matchLabels", "io.sandboxd.managed") != "true" ||
+		str(np, "spec", "podSelector", "matchExpressions", "0", "key") != "io.sandboxd.network" ||
+		str(np, "spec", "podSelector", "matchExpressions", "0", "operator") != "In" ||
+		!slices.Equal(strs(np, "spec", "podSelector", "matchExpressions", "0", "values"), []string{"none", "proxy"}) {
+		t.Errorf("sandbox NetworkPolicy selects %v, want managed pods of network none and proxy", get(np, "spec", "podSelector"))
 	}
 
 	cfg := parseConfig(t, objs)

@@ -32,11 +32,11 @@ const cfsPeriod = 100000
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, error) {
 	ctx = b.nsCtx(ctx)
 	switch spec.Network {
-	case "", "none":
+	case "", "none", sandbox.NetworkProxy:
 	case "bridge":
 		return sandbox.Info{}, errdefs.InvalidArgument("the containerd backend gives sandboxes no network (it has no CNI set-up); leave network unset or \"none\", or use the docker backend for \"bridge\"")
 	default:
-		return sandbox.Info{}, errdefs.InvalidArgument("network %q is not supported; use \"none\"", spec.Network)
+		return sandbox.Info{}, errdefs.InvalidArgument("network %q is not supported; use \"none\" or \"proxy\"", spec.Network)
 	}
 	name := spec.Image
 	if name == "" {
@@ -140,13 +140,15 @@ func normalize(name string) string {
 }
 
 func labels(spec sandbox.Spec, deployment string) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		sandbox.LabelDeployment:   deployment,
 		sandbox.LabelManaged:      "true",
 		sandbox.LabelTenant:       spec.Tenant,
 		sandbox.LabelConversation: spec.Conversation,
 		sandbox.LabelCreatedAt:    time.Now().UTC().Format(time.RFC3339Nano),
 	}
+	maps.Copy(l, sandbox.NetworkLabels(spec))
+	return l
 }
 
 // specOpts is the whole OCI spec; see the package doc. The default spec

@@ -67,6 +67,7 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 		labels[sandbox.LabelPool] = spec.Pool
 		b.pooled.Store(true)
 	}
+	maps.Copy(labels, sandbox.NetworkLabels(spec))
 	env := make([]string, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])
@@ -88,8 +89,8 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 		ws = mount.Mount{Type: mount.TypeBind, Source: spec.HostWorkspace, Target: Workspace}
 	}
 	network := spec.Network
-	if network == "" {
-		network = "none"
+	if network == "" || network == sandbox.NetworkProxy {
+		network = "none" // a proxy sandbox's only way out is the agent's pipe
 	}
 	r := spec.Resources
 	if r.CPUs == 0 {

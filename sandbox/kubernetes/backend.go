@@ -61,7 +61,7 @@ const (
 
 // LabelNetwork records the requested network ("none" or "bridge") so the
 // NetworkPolicy can select the isolated pods.
-const LabelNetwork = "io.sandboxd.network"
+const LabelNetwork = sandbox.LabelNetwork
 
 // Defaults where neither the request nor an option says otherwise.
 var (

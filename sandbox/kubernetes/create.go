@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -29,7 +31,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 	if spec.HostWorkspace != "" {
 		return sandbox.Info{}, errdefs.InvalidArgument("the kubernetes backend cannot mount a host directory as the workspace (the pod may run on any node); leave workspace.host_path out")
 	}
-	if spec.Network == "none" || spec.Network == "" {
+	if isolated(spec.Network) {
 		if err := b.ensureNetworkPolicy(ctx); err != nil {
 			return sandbox.Info{}, err
 		}
@@ -160,8 +162,19 @@ func (b *Backend) ensureNetworkPolicy(ctx context.Context) error {
 	if b.policyDone {
 		return nil
 	}
-	_, err := b.cs.NetworkingV1().NetworkPolicies(b.namespace).Create(ctx, b.networkPolicy(), metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	want := b.networkPolicy()
+	nps := b.cs.NetworkingV1().NetworkPolicies(b.namespace)
+	_, err := nps.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// Made by an older sandboxd that isolated "none" pods only: it
+		// must select "proxy" pods as well.
+		var have *networkingv1.NetworkPolicy
+		if have, err = nps.Get(ctx, NetworkPolicyName, metav1.GetOptions{}); err == nil && !equality.Semantic.DeepEqual(have.Spec, want.Spec) {
+			have.Spec = want.Spec
+			_, err = nps.Update(ctx, have, metav1.UpdateOptions{})
+		}
+	}
+	if err != nil {
 		return apiErr("create NetworkPolicy "+NetworkPolicyName+" in namespace "+b.namespace, err)
 	}
 	b.policyDone = true

@@ -3,11 +3,13 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -402,9 +404,24 @@ func TestNetworkPolicyCreatedOnceWhenConfigured(t *testing.T) {
 		t.Fatalf("policies = %+v, %v; want exactly one", pols, err)
 	}
 	pol := pols.Items[0].Spec
-	if pol.PodSelector.MatchLabels[LabelNetwork] != "none" || pol.PodSelector.MatchLabels[sandbox.LabelManaged] != "true" ||
-		len(pol.PolicyTypes) != 2 || len(pol.Egress) != 0 || len(pol.Ingress) != 0 {
-		t.Errorf("policy = %+v, want all ingress and egress of managed network-none pods denied", pol)
+	if !isolatesNoneAndProxy(pol) {
+		t.Errorf("policy = %+v, want all ingress and egress of managed network-none and network-proxy pods denied", pol)
+	}
+
+	// A policy an older sandboxd made for "none" pods only is widened to
+	// "proxy" pods at the next create.
+	old := pols.Items[0].DeepCopy()
+	old.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{sandbox.LabelManaged: "true", LabelNetwork: "none"}}
+	if _, err := cs.NetworkingV1().NetworkPolicies("sbx").Update(bg(t), old, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b3, _ := New(WithClientset(cs, nil), WithNamespace("sbx"), WithDefaultImage("img:1"), WithNetworkPolicy(true))
+	b3.pollEvery = time.Millisecond
+	if _, err := b3.Create(bg(t), sandbox.Spec{Tenant: "acme", Conversation: "c4", Network: sandbox.NetworkProxy}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cs.NetworkingV1().NetworkPolicies("sbx").Get(bg(t), NetworkPolicyName, metav1.GetOptions{}); err != nil || !isolatesNoneAndProxy(got.Spec) {
+		t.Errorf("the older policy was not widened to proxy pods: %+v, %v", got, err)
 	}
 
 	off, cs2 := fakeCluster(t, nil)
@@ -469,4 +486,15 @@ func TestCreateWakesOnTheWatch(t *testing.T) {
 	if info.State != sandbox.StateRunning {
 		t.Errorf("state = %s, want running", info.State)
 	}
+}
+
+// isolatesNoneAndProxy says whether pol denies all traffic of the managed
+// pods of network "none" and "proxy".
+func isolatesNoneAndProxy(pol networkingv1.NetworkPolicySpec) bool {
+	sel := pol.PodSelector
+	return sel.MatchLabels[sandbox.LabelManaged] == "true" && len(sel.MatchLabels) == 1 &&
+		len(sel.MatchExpressions) == 1 && sel.MatchExpressions[0].Key == LabelNetwork &&
+		sel.MatchExpressions[0].Operator == metav1.LabelSelectorOpIn &&
+		slices.Equal(sel.MatchExpressions[0].Values, []string{"none", sandbox.NetworkProxy}) &&
+		len(pol.PolicyTypes) == 2 && len(pol.Egress) == 0 && len(pol.Ingress) == 0
 }

@@ -50,6 +50,9 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 		sandbox.LabelConversation: spec.Conversation,
 		sandbox.LabelCreatedAt:    created,
 	}
+	if v, ok := sandbox.NetworkLabels(spec)[sandbox.LabelEgress]; ok {
+		annotations[sandbox.LabelEgress] = v // JSON: not a valid label value
+	}
 	env := make([]corev1.EnvVar, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
@@ -83,7 +86,7 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 			NodeSelector:                  maps.Clone(b.nodeSelector),
 			TerminationGracePeriodSeconds: &grace,
 			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: runtimeDefault},
-			InitContainers:                []corev1.Container{b.agentInstaller(network == "none" && b.linksDown)},
+			InitContainers:                []corev1.Container{b.agentInstaller(isolated(network) && b.linksDown)},
 			Containers: []corev1.Container{{
 				Name:            ContainerName,
 				Image:           img,
@@ -180,7 +183,11 @@ func initLimits() corev1.ResourceList {
 	}
 }
 
-// networkPolicy isolates the namespace's network "none" sandboxes: no
+// isolated says whether a pod of network mode n must have no way out:
+// "none", and "proxy", whose only way out is the agent's pipe.
+func isolated(n string) bool { return n == "" || n == "none" || n == sandbox.NetworkProxy }
+
+// networkPolicy isolates the namespace's network "none" and "proxy" sandboxes: no
 // ingress and no egress. Exec reaches them through the kubelet, not the pod
 // network, so the agent pipe is unaffected.
 func (b *Backend) networkPolicy() *networkingv1.NetworkPolicy {
@@ -191,10 +198,12 @@ func (b *Backend) networkPolicy() *networkingv1.NetworkPolicy {
 			Labels:    map[string]string{sandbox.LabelManaged: "true"},
 		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
-				sandbox.LabelManaged: "true",
-				LabelNetwork:         "none",
-			}},
+			PodSelector: metav1.LabelSelector{
+				MatchLabels: map[string]string{sandbox.LabelManaged: "true"},
+				MatchExpressions: []metav1.LabelSelectorRequirement{{
+					Key: LabelNetwork, Operator: metav1.LabelSelectorOpIn, Values: []string{"none", sandbox.NetworkProxy},
+				}},
+			},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 		},
 	}

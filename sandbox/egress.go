@@ -1,0 +1,67 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// NetworkProxy is the network mode in which a sandbox has no route out and
+// reaches the world only through the agent's egress proxy, under a policy
+// sandboxd applies (package egress).
+const NetworkProxy = "proxy"
+
+// EgressSpec is what a "proxy" sandbox was created with: its own layer of
+// the egress policy (which can only narrow its tenant's) and the names of
+// the tenant's secrets it may use. The policy can change later (PUT
+// /v1/sandboxes/{id}/network); this stays what creation asked for.
+type EgressSpec struct {
+	Allow   []string `json:"allow,omitempty"`
+	Deny    []string `json:"deny,omitempty"`
+	Secrets []string `json:"secrets,omitempty"`
+	// Open says the sandbox set no allow list of its own, so its tenant's
+	// policy applies as it is (Allow is then empty).
+	Open bool `json:"open,omitempty"`
+}
+
+// NetworkLabels are the labels a backend stamps for spec's network: the
+// mode always, the egress spec for a "proxy" sandbox.
+func NetworkLabels(spec Spec) map[string]string {
+	mode := spec.Network
+	if mode == "" {
+		mode = "none"
+	}
+	l := map[string]string{LabelNetwork: mode}
+	if mode == NetworkProxy {
+		e := spec.Egress
+		if e == nil {
+			e = &EgressSpec{Open: true}
+		}
+		b, _ := json.Marshal(e)
+		l[LabelEgress] = string(b)
+	}
+	return l
+}
+
+// NetworkOf is the network mode info was created with ("none" for a
+// sandbox made before the label).
+func NetworkOf(info Info) string {
+	if m := info.Labels[LabelNetwork]; m != "" {
+		return m
+	}
+	return "none"
+}
+
+// EgressOf is the egress spec a "proxy" sandbox was created with. A label
+// that does not parse is an error: the sandbox must then get no egress at
+// all rather than a guess.
+func EgressOf(info Info) (EgressSpec, error) {
+	raw, ok := info.Labels[LabelEgress]
+	if !ok {
+		return EgressSpec{Open: true}, nil
+	}
+	var e EgressSpec
+	if err := json.Unmarshal([]byte(raw), &e); err != nil {
+		return EgressSpec{}, fmt.Errorf("the egress label of sandbox %s does not parse (%v)", info.ID, err)
+	}
+	return e, nil
+}
