@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api/mcp"
 	"github.com/sandboxd/sandboxd/api/openapi"
+	"github.com/sandboxd/sandboxd/egress/gateway"
 	"github.com/sandboxd/sandboxd/tools/callrec"
 )
 
@@ -172,6 +173,14 @@ func routeTable() []route {
 			Responses: []openapi.Response{{Status: 200, Body: Sandbox{}}}, Errors: []int{unauth, missing}}},
 		{scope: ScopeSandbox, serve: authed((*Server).sandboxStats), Route: openapi.Route{Method: "GET", Path: "/v1/sandboxes/{id}/stats", ID: "sandboxStats", Tags: []string{sb}, Summary: "A sandbox's state and resource use as the engine reports it.",
 			Responses: []openapi.Response{{Status: 200, Body: SandboxStats{}}}, Errors: []int{unauth, missing, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).getNetwork), Route: openapi.Route{Method: "GET", Path: "/v1/sandboxes/{id}/network", ID: "getNetwork", Tags: []string{sb}, Summary: "A sandbox's network mode and, for proxy, its effective egress policy.",
+			Responses: []openapi.Response{{Status: 200, Body: gateway.Status{}}}, Errors: []int{unauth, missing, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).putNetwork), Route: openapi.Route{Method: "PUT", Path: "/v1/sandboxes/{id}/network", ID: "setNetwork", Tags: []string{sb}, Summary: "Replace a proxy sandbox's own allow and deny lists.",
+			Description: "New connections follow the new policy at once; open connections it refuses are cut. A sandbox's lists can narrow its tenant's policy, never widen it: rules an outer level refuses are listed in not_effective.",
+			Body:        gateway.Policy{}, Responses: []openapi.Response{{Status: 200, Body: gateway.Status{}}}, Errors: []int{bad, unauth, missing, precond, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).listEgress), Route: openapi.Route{Method: "GET", Path: "/v1/sandboxes/{id}/egress", ID: "listEgress", Tags: []string{sb}, Summary: "A proxy sandbox's recent egress decisions, newest first.",
+			Query:     []openapi.Param{{Name: "limit", Description: "How many (1 to 1000, default 100)."}},
+			Responses: []openapi.Response{{Status: 200, Body: []gateway.Record{}}}, Errors: []int{bad, unauth, missing, unavail}}},
 		{scope: ScopeNone, serve: authed((*Server).whoami), Route: openapi.Route{Method: "GET", Path: "/v1/whoami", ID: "whoami", Tags: []string{ops}, Summary: "The tenant the token belongs to.",
 			Responses: []openapi.Response{{Status: 200, Body: WhoAmI{}}}, Errors: []int{unauth}}},
 		{scope: ScopeSandbox, serve: authed((*Server).deleteSandbox), Route: openapi.Route{Method: "DELETE", Path: "/v1/sandboxes/{id}", ID: "deleteSandbox", Tags: []string{sb}, Summary: "Stop everything in a sandbox and remove it.",

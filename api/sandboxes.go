@@ -26,11 +26,28 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, tenant st
 	if spec.Image == "" {
 		spec.Image = s.image
 	}
-	if spec.Network == "" {
-		spec.Network = DefaultNetwork
+	if req.Egress != nil || len(req.Secrets) > 0 {
+		spec.Egress = &sandbox.EgressSpec{Secrets: req.Secrets}
+		if req.Egress != nil {
+			spec.Egress.Allow, spec.Egress.Deny = req.Egress.Allow, req.Egress.Deny
+		}
 	}
-	if spec.Network != "none" && spec.Network != "bridge" {
-		return errdefs.InvalidArgument("network %q is not supported; use \"none\" (the default) or \"bridge\"", spec.Network)
+	switch spec.Network {
+	case "", "none", "bridge", sandbox.NetworkProxy:
+	default:
+		return errdefs.InvalidArgument("network %q is not supported; use \"none\" (the default), \"bridge\" or \"proxy\"", spec.Network)
+	}
+	if s.egress != nil {
+		if err := s.egress.Prepare(tenant, &spec); err != nil {
+			return err
+		}
+	} else {
+		if spec.Network == "" {
+			spec.Network = DefaultNetwork
+		}
+		if spec.Network == sandbox.NetworkProxy || spec.Egress != nil {
+			return errdefs.FailedPrecondition("this sandboxd serves no egress proxy, so network \"proxy\", egress rules and secrets are not available; use \"none\" or \"bridge\"")
+		}
 	}
 	if req.Resources != nil {
 		spec.Resources = sandbox.Resources{CPUs: req.Resources.CPUs, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids}
@@ -118,6 +135,7 @@ func sandboxOf(info sandbox.Info) Sandbox {
 		State:        info.State,
 		CreatedAt:    info.CreatedAt.UTC(),
 		Workspace:    info.Workspace,
+		Network:      sandbox.NetworkOf(info),
 		Deployment:   info.Deployment,
 	}
 }

@@ -99,7 +99,8 @@ type Server struct {
 	bodyTimeout time.Duration
 	envHooks    []EnvHook
 	questions   Questions
-	calls       Calls // the call recorder (WithCalls); nil: GET /v1/runs/{id}/calls responds 503
+	calls       Calls  // the call recorder (WithCalls); nil: GET /v1/runs/{id}/calls responds 503
+	egress      Egress // network mode "proxy" (WithEgress); nil: refused
 	runTokens   *RunTokens
 	onBuilt     []func(http.Handler)
 	mcp         *mcp.Handler // /v1/runs/{id}/mcp

@@ -16,8 +16,22 @@ type CreateSandboxRequest struct {
 	Image        string            `json:"image,omitempty"`
 	Env          map[string]string `json:"env,omitempty"`
 	Resources    *Resources        `json:"resources,omitempty"`
-	Network      string            `json:"network,omitempty"` // "none" (default) or "bridge"
-	Workspace    *Workspace        `json:"workspace,omitempty"`
+	// Network is "none" (the default unless the config names another),
+	// "bridge" or "proxy" (out only through sandboxd, under a policy).
+	Network   string     `json:"network,omitempty"`
+	Workspace *Workspace `json:"workspace,omitempty"`
+	// Egress narrows the tenant's egress policy for a "proxy" sandbox.
+	Egress *EgressRules `json:"egress,omitempty"`
+	// Secrets names the tenant's secrets sandboxd adds to a "proxy"
+	// sandbox's requests bound for their hosts.
+	Secrets []string `json:"secrets,omitempty"`
+}
+
+// EgressRules are allow and deny lists: host names with "*." wildcards and
+// an optional ":port", CIDRs for addresses.
+type EgressRules struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
 }
 
 // Resources are a sandbox's limits; zero means the backend's default.
@@ -46,6 +60,8 @@ type Sandbox struct {
 	// Deployment is the sandboxd deployment the sandbox belongs to ("" for
 	// one made before deployments and adopted).
 	Deployment string `json:"deployment,omitempty"`
+	// Network is the sandbox's network mode: none, bridge or proxy.
+	Network string `json:"network,omitempty"`
 }
 
 // CreateRunRequest is the body of POST /v1/runs.

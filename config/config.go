@@ -68,6 +68,16 @@ type Config struct {
 
 	Replication Replication `yaml:"replication"` // replicas on Kubernetes (replication.go)
 
+	// DefaultNetwork is the network mode of a sandbox whose request names
+	// none ("none" when unset; a tenant may have its own).
+	DefaultNetwork string `yaml:"default_network"`
+	// Egress is the deployment's egress policy for network "proxy"
+	// (egress.go).
+	Egress Egress `yaml:"egress"`
+	// Secrets are the credentials of the admin token when no tenants are
+	// configured (a tenant has its own).
+	Secrets []Secret `yaml:"secrets"`
+
 	// Path is the file this was read from; "" when sandboxd runs without a
 	// config file (which lets the admin token name any host path).
 	Path string `yaml:"-"`
@@ -77,6 +87,12 @@ type Config struct {
 type Tenant struct {
 	Name        string `yaml:"name"`
 	TokenSHA256 string `yaml:"token_sha256"`
+	// DefaultNetwork overrides the deployment's default_network.
+	DefaultNetwork string `yaml:"default_network"`
+	// Egress is the tenant's layer of the egress policy (egress.go).
+	Egress *TenantEgress `yaml:"egress"`
+	// Secrets are the credentials this tenant's sandboxes may use.
+	Secrets []Secret `yaml:"secrets"`
 }
 
 // Workers holds the command per worker tier.

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/cluster"
 	"github.com/sandboxd/sandboxd/config"
@@ -82,6 +83,7 @@ type leaves struct {
 	mgr       *sandbox.Manager
 	registry  *tools.Registry
 	setup     *family.Setup // what the families left for the edges
+	attach    attachHooks   // what runs on every new agent pipe
 
 	closers []func() // what close runs, in reverse order
 }
@@ -144,8 +146,9 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 
 	pools := poolSpecs(cfg, lv.backend.Name())
 	mgrOpts := []sandbox.Option{sandbox.WithIdleTTL(cfg.IdleTTL.D()), sandbox.WithLogger(log), sandbox.WithObserver(lv.metrics),
-		sandbox.WithPools(pools...)}
+		sandbox.WithPools(pools...), sandbox.WithAttachHook(lv.attach.run)}
 	if lv.rep != nil {
+		lv.attach.claim = lv.rep.claim
 		mgrOpts = append(mgrOpts, lv.rep.managerOptions()...)
 	}
 	lv.mgr = sandbox.NewManager(lv.backend, mgrOpts...)
@@ -178,6 +181,7 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 	if err := ld.fams.Register(setup); err != nil {
 		return nil, err
 	}
+	lv.attach.set(setup.AttachHooks())
 	lv.onClose(func() {
 		if err := ld.fams.Close(); err != nil {
 			log.Warn("a tool family did not close cleanly", "err", err)
@@ -316,11 +320,48 @@ func serviceOptions(services []any) ([]api.Option, error) {
 			opts = append(opts, api.WithQuestions(s))
 		case api.Calls:
 			opts = append(opts, api.WithCalls(s))
+		case api.Egress:
+			opts = append(opts, api.WithEgress(s))
 		default:
 			return nil, fmt.Errorf("a tool family handed the API a service of type %T, which it does not serve; add its routes to the API first", s)
 		}
 	}
 	return opts, nil
+}
+
+// attachHooks run on every agent pipe the manager opens: the replica's
+// claim first (a pipe is fenced before anything uses it), then the
+// families' hooks. The manager is made before the families register, and
+// may open a pipe (a warm pool's) meanwhile; such a pipe gets the hooks
+// registered so far.
+type attachHooks struct {
+	claim func(ctx context.Context, info sandbox.Info, c *agent.Client) error // nil without replication
+
+	mu    sync.Mutex // guards hooks
+	hooks []family.AttachHook
+}
+
+func (a *attachHooks) set(hooks []family.AttachHook) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.hooks = hooks
+}
+
+func (a *attachHooks) run(ctx context.Context, info sandbox.Info, c *agent.Client) error {
+	if a.claim != nil {
+		if err := a.claim(ctx, info, c); err != nil {
+			return err
+		}
+	}
+	a.mu.Lock()
+	hooks := a.hooks
+	a.mu.Unlock()
+	for _, h := range hooks {
+		if err := h(ctx, info, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sum adds up the counts (a conversation has at most one sandbox, so the

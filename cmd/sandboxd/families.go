@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/egress/gateway"
 	"github.com/sandboxd/sandboxd/tools/askuser"
 	"github.com/sandboxd/sandboxd/tools/callrec"
 	"github.com/sandboxd/sandboxd/tools/debug"
@@ -15,7 +16,8 @@ import (
 // families lists every tool family this build ships, in the order they
 // register (and, reversed, close). The call log comes first so that it
 // observes every call; the question port before the families whose calls
-// its approval gate stands in front of. A new family is one more line.
+// its approval gate stands in front of. The egress gateway serves no tools
+// but a sandbox's network, in the same shape. A new family is one more line.
 func families(tokens *api.RunTokens) []family.Family {
 	return []family.Family{
 		callrec.Family(),
@@ -26,5 +28,6 @@ func families(tokens *api.RunTokens) []family.Family {
 		eval.Family(),
 		vibe.Family(tokens, api.BaseURL),
 		structuralSearch(),
+		gateway.Family(),
 	}
 }

@@ -109,18 +109,20 @@ func (r *replica) start(cfg *config.Config, reg prometheus.Registerer, hooks clu
 	return r.owners.Start(r.ctx)
 }
 
-// managerOptions fence the agent pipes: a pipe is handed out only after
-// the agent accepted this replica's epoch, and an idle sandbox is reaped
-// only by the replica that holds (or takes) its conversation.
+// claim fences an agent pipe (the first of the attach hooks): a pipe is
+// handed out only after the agent accepted this replica's epoch.
+func (r *replica) claim(ctx context.Context, info sandbox.Info, c *agent.Client) error {
+	epoch, err := r.owners.Epoch(cluster.Key{Tenant: info.Tenant, Conversation: info.Conversation})
+	if err != nil {
+		return err
+	}
+	return c.Claim(ctx, r.self.Identity, epoch)
+}
+
+// managerOptions reap an idle sandbox only from the replica that holds
+// (or takes) its conversation.
 func (r *replica) managerOptions() []sandbox.Option {
 	return []sandbox.Option{
-		sandbox.WithAttachHook(func(ctx context.Context, info sandbox.Info, c *agent.Client) error {
-			epoch, err := r.owners.Epoch(cluster.Key{Tenant: info.Tenant, Conversation: info.Conversation})
-			if err != nil {
-				return err
-			}
-			return c.Claim(ctx, r.self.Identity, epoch)
-		}),
 		sandbox.WithReapGate(func(ctx context.Context, info sandbox.Info) (func(), bool) {
 			route, err := r.owners.Resolve(ctx, cluster.Key{Tenant: info.Tenant, Conversation: info.Conversation}, true)
 			if err != nil || !route.Local {

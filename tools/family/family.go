@@ -31,7 +31,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -93,9 +95,20 @@ type Setup struct {
 	Tools       *tools.Registry
 	Runs        Runs
 
-	envHooks []EnvHook
-	services []any
+	envHooks    []EnvHook
+	services    []any
+	attachHooks []AttachHook
 }
+
+// AttachHook runs on every agent pipe the sandbox manager opens, before
+// any call uses it; an error fails the pipe (and says why to the call).
+type AttachHook func(ctx context.Context, info sandbox.Info, c *agent.Client) error
+
+// AttachHook adds h to the hooks run on every new agent pipe.
+func (s *Setup) AttachHook(h AttachHook) { s.attachHooks = append(s.attachHooks, h) }
+
+// AttachHooks returns the hooks families added, in order.
+func (s *Setup) AttachHooks() []AttachHook { return s.attachHooks }
 
 // EnvHook completes every tools.Env the API builds, before the registry
 // sees it (diagnostics on write plug in here). It must not block.
