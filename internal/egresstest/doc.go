@@ -1,0 +1,43 @@
+// Package egresstest starts real package servers on the host for the tests
+// of sandboxd's egress proxy: a Python package index, an npm registry, a Git
+// server (git http-backend behind basic auth) and a Go module proxy. Each
+// speaks HTTPS with a certificate from a CA the test makes, for a host name
+// the test chooses and for 127.0.0.1, and serves packages built when it
+// starts; nothing is fetched from outside this machine.
+//
+// # Wiring a sandbox to them
+//
+// A server listens on 127.0.0.1 at a port of its own choosing. The test
+// gives sandboxd the server's name in egress.hosts (`{"pypi.test":
+// "127.0.0.1"}`), an allow rule for the name (and for 127.0.0.1/32, since
+// the address is loopback), and CA.PEMFile in egress.ca_files so sandboxd
+// trusts the server; the sandbox trusts sandboxd alone. Programs in the
+// sandbox then use the URLs the servers report (URL, IndexURL, RegistryURL,
+// CloneURL, ProxyURL), all of the form https://NAME:PORT/.
+//
+// Every package answers the same way: called with "world" it returns
+// Greeting, "Hello, world!", which its dependency's word "Hello" begins.
+//
+//   - Python: `pip install --index-url <PyPI.IndexURL> sbxdemo` (in a venv),
+//     which also installs sbxwords; then
+//     `python -c 'import sbxdemo; print(sbxdemo.greet("world"))'`.
+//   - npm: `npm install --registry <NPM.RegistryURL> --no-audit --no-fund
+//     sbx-greet`, which also installs sbx-words; then
+//     `node -e 'console.log(require("sbx-greet").greet("world"))'`. Without
+//     --no-audit npm also posts to the registry's audit route, which answers
+//     404, and npm prints a warning only.
+//   - Git: `git clone <Git.CloneURL>`; the server wants basic auth with
+//     Git.User and Git.Password for every request, fetch and push alike.
+//   - Go: WriteGoConsumer writes a module that requires example.test/greet
+//     (which requires example.test/words); with GoProxy.Env in the
+//     environment, `go mod download` then `go build` print Greeting. The
+//     environment a sandbox needs is GOPROXY=<GoProxy.ProxyURL>,
+//     GONOSUMDB=example.test (the checksum database cannot vouch for modules
+//     made at test time, and cannot be reached anyway; GOSUMDB=off does the
+//     same for every module) and GOTOOLCHAIN=local (so that no toolchain
+//     download is tried). Do not set GOPRIVATE=example.test: it implies
+//     GONOPROXY, and go would try to reach example.test directly.
+//
+// Every server records its requests (method, path, Host, headers, TLS
+// server name, status), capped, for a test to check what reached it.
+package egresstest
