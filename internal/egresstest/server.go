@@ -26,6 +26,7 @@ const (
 type Request struct {
 	Time       time.Time
 	Method     string
+	Proto      string // "HTTP/1.1" or "HTTP/2.0"
 	Path       string // the URL path, unescaped
 	RawQuery   string
 	Host       string // the Host header (the name:port the client dialled)
@@ -81,6 +82,16 @@ type Server struct {
 // cleanup. name is a host name without a port.
 func start(t testing.TB, ca *CA, name string, h http.Handler, opts []Option) *Server {
 	t.Helper()
+	s := listen(t, ca, name, opts)
+	s.serve(h)
+	return s
+}
+
+// listen makes a server listening under name that serves nothing yet, for
+// a handler that needs the server (to log to it) before serve; it is
+// closed at t's cleanup.
+func listen(t testing.TB, ca *CA, name string, opts []Option) *Server {
+	t.Helper()
 	if name == "" || strings.ContainsAny(name, ":/ ") {
 		t.Fatalf("egresstest: server name %q is not a host name; pass a bare name such as \"pypi.test\" (the port is the server's to pick)", name)
 	}
@@ -105,18 +116,22 @@ func start(t testing.TB, ca *CA, name string, h http.Handler, opts []Option) *Se
 	}
 	s := &Server{name: name, ln: ln}
 	s.srv = &http.Server{
-		Handler:           s.record(h),
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.New(errorLog{s}, "", 0),
 	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// serve starts answering with h.
+func (s *Server) serve(h http.Handler) {
+	s.srv.Handler = s.record(h)
 	go func() {
-		if err := s.srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.ServeTLS(s.ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.logError("serve: " + err.Error())
 		}
 	}()
-	t.Cleanup(func() { s.Close() })
-	return s
 }
 
 // Name is the host name the server's certificate is for.
@@ -181,6 +196,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	err := s.srv.Close()
+	s.ln.Close() // in case serve never ran; closing twice is harmless
 	s.mu.Lock()
 	s.closeErr = err
 	s.mu.Unlock()
@@ -194,6 +210,7 @@ func (s *Server) record(h http.Handler) http.Handler {
 		rec := &Request{
 			Time:       time.Now(),
 			Method:     r.Method,
+			Proto:      r.Proto,
 			Path:       r.URL.Path,
 			RawQuery:   r.URL.RawQuery,
 			Host:       r.Host,
@@ -292,3 +309,16 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func notFound(w http.ResponseWriter, what string) {
 	http.Error(w, fmt.Sprintf("egresstest: %s is not served here", what), http.StatusNotFound)
 }
+
+// cappedBuffer keeps the first 64 KiB written to it, for a command's error
+// output, and drops the rest.
+type cappedBuffer struct{ b strings.Builder }
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if room := 64<<10 - c.b.Len(); room > 0 {
+		c.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (c *cappedBuffer) String() string { return c.b.String() }
