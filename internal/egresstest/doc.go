@@ -29,14 +29,18 @@
 //   - Git: `git clone <Git.CloneURL>`; the server wants basic auth with
 //     Git.User and Git.Password for every request, fetch and push alike.
 //   - Go: WriteGoConsumer writes a module that requires example.test/greet
-//     (which requires example.test/words); with GoProxy.Env in the
-//     environment, `go mod download` then `go build` print Greeting. The
+//     (which requires example.test/words), tidy but for its go.sum; with
+//     GoProxy.Env in the environment, `go mod tidy` then `go build` make a
+//     program that prints Greeting (or `go build` alone with
+//     GOFLAGS=-mod=mod; `go mod download` alone fetches the zips but does
+//     not write their go.sum lines, so a build after it still fails). The
 //     environment a sandbox needs is GOPROXY=<GoProxy.ProxyURL>,
-//     GONOSUMDB=example.test (the checksum database cannot vouch for modules
-//     made at test time, and cannot be reached anyway; GOSUMDB=off does the
-//     same for every module) and GOTOOLCHAIN=local (so that no toolchain
-//     download is tried). Do not set GOPRIVATE=example.test: it implies
-//     GONOPROXY, and go would try to reach example.test directly.
+//     GONOSUMDB=example.test (the checksum database cannot vouch for
+//     modules made at test time, and cannot be reached anyway;
+//     GOSUMDB=off does the same for every module) and GOTOOLCHAIN=local
+//     (so that no toolchain download is tried). Do not set
+//     GOPRIVATE=example.test: it implies GONOPROXY, and go would try to
+//     reach example.test directly.
 //
 // Every server records its requests (method, path, Host, headers, TLS
 // server name, status), capped, for a test to check what reached it.
