@@ -1,6 +1,7 @@
 // Package egresstest starts real package servers on the host for the tests
 // of sandboxd's egress proxy: a Python package index, an npm registry, a Git
-// server (git http-backend behind basic auth) and a Go module proxy. Each
+// server (git http-backend behind basic auth), a Go module proxy, and a
+// server of made-up bytes for curl and for downloads (Blob). Each
 // speaks HTTPS with a certificate from a CA the test makes, for a host name
 // the test chooses and for 127.0.0.1, and serves packages built when it
 // starts; nothing is fetched from outside this machine.
@@ -21,13 +22,16 @@
 //   - Python: `pip install --index-url <PyPI.IndexURL> sbxdemo` (in a venv),
 //     which also installs sbxwords; then
 //     `python -c 'import sbxdemo; print(sbxdemo.greet("world"))'`.
+//
 //   - npm: `npm install --registry <NPM.RegistryURL> --no-audit --no-fund
 //     sbx-greet`, which also installs sbx-words; then
 //     `node -e 'console.log(require("sbx-greet").greet("world"))'`. Without
 //     --no-audit npm also posts to the registry's audit route, which answers
 //     404, and npm prints a warning only.
+//
 //   - Git: `git clone <Git.CloneURL>`; the server wants basic auth with
 //     Git.User and Git.Password for every request, fetch and push alike.
+//
 //   - Go: WriteGoConsumer writes a module that requires example.test/greet
 //     (which requires example.test/words), tidy but for its go.sum; with
 //     GoProxy.Env in the environment, `go mod tidy` then `go build` make a
@@ -41,6 +45,15 @@
 //     (so that no toolchain download is tried). Do not set
 //     GOPRIVATE=example.test: it implies GONOPROXY, and go would try to
 //     reach example.test directly.
+//
+//   - curl and downloads: Blob answers /hello and /bytes/<n>, paced with
+//     ?rate=<bytes per second> for a download that stays open while a test
+//     changes the policy; Blob.Downloads says whether it was cut.
+//
+// PlainHTTP makes any of them speak HTTP without TLS, for the proxy's
+// plain-HTTP path. ListenOn moves one off the loopback, for a peer on
+// Docker's bridge; LoopbackURL then still works when it listens on every
+// address.
 //
 // Every server records its requests (method, path, Host, headers, TLS
 // server name, status), capped, for a test to check what reached it.

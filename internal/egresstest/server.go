@@ -42,6 +42,7 @@ type Option func(*options)
 type options struct {
 	listen string
 	names  []string
+	plain  bool
 }
 
 // ListenOn makes the server listen on addr instead of "127.0.0.1:0", for a
@@ -56,6 +57,11 @@ func AlsoNamed(names ...string) Option {
 	return func(o *options) { o.names = append(o.names, names...) }
 }
 
+// PlainHTTP makes the server speak HTTP without TLS, for the proxy's
+// plain-HTTP path (a request whose Host header is checked instead of a
+// ClientHello). Its URLs then start with "http://".
+func PlainHTTP() Option { return func(o *options) { o.plain = true } }
+
 // Server is an HTTPS server on the host under a host name a test chooses,
 // with a certificate from the test's CA for that name and for the address
 // it listens on (127.0.0.1 by default), so that a program on the host can
@@ -66,9 +72,10 @@ func AlsoNamed(names ...string) Option {
 // Close (also run at the test's cleanup) stops accepting, closes every
 // connection and returns when the listener is closed.
 type Server struct {
-	name string
-	ln   net.Listener
-	srv  *http.Server
+	name   string
+	scheme string // "https", or "http" with PlainHTTP
+	ln     net.Listener
+	srv    *http.Server
 
 	mu       sync.Mutex // guards reqs, dropped, errs
 	reqs     []*Request
@@ -114,7 +121,10 @@ func listen(t testing.TB, ca *CA, name string, opts []Option) *Server {
 		ln.Close()
 		t.Fatal(err)
 	}
-	s := &Server{name: name, ln: ln}
+	s := &Server{name: name, scheme: "https", ln: ln}
+	if o.plain {
+		s.scheme = "http"
+	}
 	s.srv = &http.Server{
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second,
@@ -128,7 +138,13 @@ func listen(t testing.TB, ca *CA, name string, opts []Option) *Server {
 func (s *Server) serve(h http.Handler) {
 	s.srv.Handler = s.record(h)
 	go func() {
-		if err := s.srv.ServeTLS(s.ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if s.scheme == "http" {
+			err = s.srv.Serve(s.ln)
+		} else {
+			err = s.srv.ServeTLS(s.ln, "", "")
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.logError("serve: " + err.Error())
 		}
 	}()
@@ -147,13 +163,15 @@ func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
 // HostPort is "name:PORT", what a client in a sandbox dials.
 func (s *Server) HostPort() string { return net.JoinHostPort(s.name, strconv.Itoa(s.Port())) }
 
-// URL is "https://name:PORT", the server's root as a sandbox names it.
-func (s *Server) URL() string { return "https://" + s.HostPort() }
+// URL is "https://name:PORT" ("http://" with PlainHTTP), the server's root
+// as a sandbox names it.
+func (s *Server) URL() string { return s.scheme + "://" + s.HostPort() }
 
-// LoopbackURL is "https://127.0.0.1:PORT", the server's root for a program
-// on the host, which has no resolver for the server's name.
+// LoopbackURL is "https://127.0.0.1:PORT" ("http://" with PlainHTTP), the
+// server's root for a program on the host, which has no resolver for the
+// server's name.
 func (s *Server) LoopbackURL() string {
-	return "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port()))
+	return s.scheme + "://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port()))
 }
 
 // Requests are the requests the server received, oldest first: the last
