@@ -11,10 +11,18 @@
 // A server listens on 127.0.0.1 at a port of its own choosing. The test
 // gives sandboxd the server's name in egress.hosts (`{"pypi.test":
 // "127.0.0.1"}`), an allow rule for the name (and for 127.0.0.1/32, since
-// the address is loopback), and CA.PEMFile in egress.ca_files so sandboxd
-// trusts the server; the sandbox trusts sandboxd alone. Programs in the
-// sandbox then use the URLs the servers report (URL, IndexURL, RegistryURL,
-// CloneURL, ProxyURL), all of the form https://NAME:PORT/.
+// the address is loopback), and CA.PEMFile in egress.ca_files. Programs in
+// the sandbox then use the URLs the servers report (URL, IndexURL,
+// RegistryURL, CloneURL, ProxyURL), all of the form https://NAME:PORT/.
+//
+// Who checks a server's certificate depends on the host's path through
+// sandboxd. For a host with a secret (the Git server, whose password is a
+// secret with basic_auth) sandboxd terminates TLS, and it verifies the
+// server against egress.ca_files; the sandbox sees sandboxd's certificate.
+// Every other host is tunnelled untouched, so the program in the sandbox
+// verifies the server itself and must trust CA too: append CA.PEM to the
+// sandbox's CA bundle (the file its SSL_CERT_FILE names), or hand a file
+// holding it to the program (pip --cert, npm --cafile, curl --cacert).
 //
 // Every package answers the same way: called with "world" it returns
 // Greeting, "Hello, world!", which its dependency's word "Hello" begins.
@@ -30,7 +38,10 @@
 //     404, and npm prints a warning only.
 //
 //   - Git: `git clone <Git.CloneURL>`; the server wants basic auth with
-//     Git.User and Git.Password for every request, fetch and push alike.
+//     Git.User and Git.Password for every request, fetch and push alike
+//     (in the secret case sandboxd adds them: write Git.Password to the
+//     secret's value_file). Git.Refs and Git.Authorizations show what
+//     a push changed and which credentials arrived.
 //
 //   - Go: WriteGoConsumer writes a module that requires example.test/greet
 //     (which requires example.test/words), tidy but for its go.sum; with
