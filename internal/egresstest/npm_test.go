@@ -20,7 +20,7 @@ func TestNPMWithNPM(t *testing.T) {
 
 	home := t.TempDir()
 	dir := t.TempDir()
-	env := hostEnv(t, "HOME="+home,
+	env := hostEnv(t,
 		"npm_config_userconfig="+filepath.Join(home, "npmrc"),
 		"npm_config_globalconfig="+filepath.Join(home, "npmrc-global"),
 		"npm_config_cache="+filepath.Join(home, "npm-cache"),

@@ -77,7 +77,7 @@ type Server struct {
 	ln     net.Listener
 	srv    *http.Server
 
-	mu       sync.Mutex // guards reqs, dropped, errs
+	mu       sync.Mutex // guards reqs (and each entry's Status), dropped, errs, closeErr, closed
 	reqs     []*Request
 	dropped  int
 	errs     []string
