@@ -63,7 +63,9 @@ func TestSetPolicyCutsOpenDownload(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("the download still ran 5s after the policy removed its host")
 			}
-			d := f.waitDecision(func(d Decision) bool { return d.Kind == tc.kind && strings.HasPrefix(d.Reason, "cut by a policy change") })
+			d := f.waitDecision(func(d Decision) bool {
+				return d.Kind == tc.kind && strings.HasPrefix(d.Reason, "cut by a policy change")
+			})
 			if d.Allowed || d.BytesDown < 4096 {
 				t.Errorf("cut decision %+v, want refused with the bytes so far", d)
 			}
