@@ -96,7 +96,9 @@ func (s *session) connect(ctx context.Context, req *http.Request) {
 		d.Reason = v.Why + "; intercepted to add secrets"
 		if cut := s.intercept(ctx, target, rt.conn, raw); cut != "" {
 			d.Reason = cut
+			return
 		}
+		d.Allowed = true
 		return
 	}
 	rt.conn.SetWriteDeadline(time.Now().Add(s.cfg().IdleTimeout))

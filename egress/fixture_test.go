@@ -250,13 +250,16 @@ func tlsServer(t testing.TB, h http.Handler) (*httptest.Server, int) {
 	up, _ := authorities(t)
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused tunnels end handshakes early
-	srv.TLS = &tls.Config{GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		name := hi.ServerName
-		if name == "" {
-			name = "127.0.0.1"
-		}
-		return up.Leaf(name)
-	}}
+	ipLeaf, err := up.Leaf("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without a server name the first certificate answers (and httptest
+	// would add its own if none were set).
+	srv.TLS = &tls.Config{
+		Certificates:   []tls.Certificate{*ipLeaf},
+		GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) { return up.Leaf(hi.ServerName) },
+	}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv, srv.Listener.Addr().(*net.TCPAddr).Port

@@ -136,8 +136,10 @@ type Decision struct {
 	Host string
 	Port int
 	// Addr is the ip:port dialed, "" when none was.
-	Addr    string
-	Rule    string
+	Addr string
+	Rule string
+	// Allowed is true when the policy allowed the connection or request and
+	// it reached the upstream; a refusal, a failed dial and a cut are false.
 	Allowed bool
 	// Reason is one short sentence: the verdict's reason, or what failed.
 	Reason string

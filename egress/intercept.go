@@ -77,6 +77,9 @@ func (s *session) interceptRequest(ctx context.Context, req *http.Request, hh ho
 		writeRefusal(cl.conn, status, sentence)
 		return false
 	}
+	if req.Method == http.MethodConnect {
+		return refuse(http.StatusBadRequest, "a CONNECT inside an intercepted tunnel", "sandboxd: a CONNECT cannot travel inside a tunnel; open each tunnel from the proxy itself.")
+	}
 	if why := interceptHostMismatch(req, hh, target); why != "" {
 		return refuse(http.StatusForbidden, why, fmt.Sprintf("sandboxd: %s; a tunnel carries requests for its own host only.", why))
 	}

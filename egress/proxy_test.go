@@ -292,3 +292,26 @@ func TestCloseEndsServe(t *testing.T) {
 		t.Errorf("Open() = %d after Close, want 0", n)
 	}
 }
+
+// TestTunnelToIPLiteral opens a tunnel to an address a CIDR rule allows; a
+// TLS client sends no server name for an IP, which such a tunnel accepts.
+func TestTunnelToIPLiteral(t *testing.T) {
+	_, port := tlsServer(t, http.HandlerFunc(hello))
+	f := newFixture(t, baseConfig(t), mustLayered(t, "127.0.0.0/8"), nil)
+	up, _ := authorities(t)
+	c, tr := f.client(up)
+	resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/x", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf("hello from 127.0.0.1:%d /x", port); string(body) != want {
+		t.Errorf("body %q, want %q", body, want)
+	}
+	tr.CloseIdleConnections()
+	d := f.waitDecision(func(d Decision) bool { return d.Kind == "connect" })
+	if !d.Allowed || d.Rule != "127.0.0.0/8" || d.Host != "127.0.0.1" {
+		t.Errorf("decision %+v, want allowed by 127.0.0.0/8", d)
+	}
+}
