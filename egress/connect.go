@@ -27,7 +27,7 @@ var tlsAccessDenied = []byte{21, 3, 3, 0, 2, 2, 49}
 func (s *session) connect(ctx context.Context, req *http.Request) {
 	start := time.Now()
 	d := Decision{Time: start, Kind: "connect"}
-	up0, down0 := s.c.up.Load(), s.c.down.Load()
+	up0, down0 := s.markUp, s.markDown
 	defer func() {
 		d.BytesUp, d.BytesDown = s.c.up.Load()-up0, s.c.down.Load()-down0
 		d.Duration = time.Since(start)
@@ -96,7 +96,9 @@ func (s *session) connect(ctx context.Context, req *http.Request) {
 		d.Reason = v.Why + "; intercepted to add secrets"
 		if cut := s.intercept(ctx, target, rt.conn, raw); cut != "" {
 			d.Reason = cut
+			return
 		}
+		d.Allowed = true
 		return
 	}
 	rt.conn.SetWriteDeadline(time.Now().Add(s.cfg().IdleTimeout))

@@ -1,7 +1,22 @@
 // Package egress holds the policy that decides where a sandbox in network
-// mode "proxy" may connect. It does no networking: the proxy asks it about a
-// host name before resolving it, and again about every address the name
-// resolved to before connecting.
+// mode "proxy" may connect, and the proxy that enforces it. The policy does
+// no networking: the proxy asks it about a host name before resolving it,
+// and again about every address the name resolved to before connecting.
+//
+// # Proxy
+//
+// A Proxy holds what every sandbox of a daemon shares (resolver overrides,
+// upstream trust, the certificate authority, limits); a Gate is one
+// sandbox's way out. Gate.Serve speaks the HTTP proxy protocol on one client
+// connection: CONNECT opens a TLS tunnel whose ClientHello must name the
+// host it was opened for, any other method is a plain-HTTP request with an
+// absolute URL. The proxy resolves names itself and dials only an address it
+// decided. When a secret names the host, the tunnel is intercepted: TLS is
+// terminated with a leaf certificate from the Authority, each request is
+// decided again, the secret's header is set, and the request goes to the
+// decided address over TLS verified against the proxy's own trust. Every
+// refusal before a tunnel opens reaches the program as an HTTP response whose
+// body is one sentence; every decision is recorded.
 //
 // # Rules
 //

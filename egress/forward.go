@@ -146,7 +146,10 @@ func (s *session) exchange(out *http.Request, u *upstreamConn, cl clientSide, in
 	}
 	bw := bufio.NewWriterSize(cl.conn, spliceBuf)
 	resp.Body = &flushBody{ReadCloser: resp.Body, w: bw}
-	err := resp.Write(bw)
+	// Response.Write copies the body with io.Copy, which would hand the
+	// body bw's own buffer through bufio.Writer.ReadFrom; flushBody flushes
+	// that buffer from under it, so bw is hidden behind a plain Writer.
+	err := resp.Write(struct{ io.Writer }{bw})
 	if err == nil {
 		err = bw.Flush()
 	}

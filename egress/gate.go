@@ -136,8 +136,10 @@ type Decision struct {
 	Host string
 	Port int
 	// Addr is the ip:port dialed, "" when none was.
-	Addr    string
-	Rule    string
+	Addr string
+	Rule string
+	// Allowed is true when the policy allowed the connection or request and
+	// it reached the upstream; a refusal, a failed dial and a cut are false.
 	Allowed bool
 	// Reason is one short sentence: the verdict's reason, or what failed.
 	Reason string
@@ -151,12 +153,12 @@ type Decision struct {
 // connections under the sandbox's policy and records every decision.
 //
 // Goroutines: Gate starts none of its own. Each Serve call runs on its
-// caller's goroutine and, while it serves, starts at most three: one that
-// closes the connection when Serve's context ends, and while a tunnel or an
-// upgraded connection is spliced, one per direction (two when an HTTP
-// request body is sent upstream while the response is read). All of them end
-// before Serve returns. Close closes every open connection, which ends every
-// Serve; nothing else needs shutting down.
+// caller's goroutine and, while it serves, runs at most two more at a time:
+// one per direction while a tunnel or an upgraded connection is spliced, or
+// one that writes a request upstream while its response is read; and, once
+// Serve's context ends, the context.AfterFunc that closes the connection.
+// All of them end before Serve returns. Close closes every open connection,
+// which ends every Serve; nothing else needs shutting down.
 type Gate struct {
 	p  *Proxy
 	id Identity

@@ -14,7 +14,7 @@ import (
 func (s *session) plainHTTP(ctx context.Context, req *http.Request, hh hostField, ups *upstreams) bool {
 	start := time.Now()
 	d := Decision{Time: start, Kind: "http"}
-	up0, down0 := s.c.up.Load(), s.c.down.Load()
+	up0, down0 := s.markUp, s.markDown
 	defer func() {
 		d.BytesUp, d.BytesDown = s.c.up.Load()-up0, s.c.down.Load()-down0
 		d.Duration = time.Since(start)

@@ -42,6 +42,7 @@ func (s *session) intercept(ctx context.Context, target dest, up net.Conn, hello
 	wait := min(headerTimeout, s.cfg().IdleTimeout)
 	for {
 		tc.SetReadDeadline(time.Now().Add(wait))
+		s.mark()
 		req, hh, err := readRequest(cl.br)
 		if err != nil {
 			badRequest(tc, err)
@@ -65,7 +66,7 @@ func (s *session) interceptRequest(ctx context.Context, req *http.Request, hh ho
 	start := time.Now()
 	label := destLabel(target.host, target.port)
 	d := Decision{Time: start, Kind: "intercept", Host: target.host, Port: target.port, Addr: target.addrPort()}
-	up0, down0 := s.c.up.Load(), s.c.down.Load()
+	up0, down0 := s.markUp, s.markDown
 	defer func() {
 		d.BytesUp, d.BytesDown = s.c.up.Load()-up0, s.c.down.Load()-down0
 		d.Duration = time.Since(start)
@@ -75,6 +76,9 @@ func (s *session) interceptRequest(ctx context.Context, req *http.Request, hh ho
 		d.Reason = reason
 		writeRefusal(cl.conn, status, sentence)
 		return false
+	}
+	if req.Method == http.MethodConnect {
+		return refuse(http.StatusBadRequest, "a CONNECT inside an intercepted tunnel", "sandboxd: a CONNECT cannot travel inside a tunnel; open each tunnel from the proxy itself.")
 	}
 	if why := interceptHostMismatch(req, hh, target); why != "" {
 		return refuse(http.StatusForbidden, why, fmt.Sprintf("sandboxd: %s; a tunnel carries requests for its own host only.", why))

@@ -145,6 +145,7 @@ type maskReader struct {
 	buf     []byte // bytes read and masked, not yet returned
 	ready   int    // how many of buf may be returned
 	err     error
+	chunk   []byte // the read buffer, reused
 }
 
 func newMaskReader(r io.ReadCloser, needles [][]byte) io.ReadCloser {
@@ -167,9 +168,14 @@ func (m *maskReader) Read(p []byte) (int, error) {
 			m.ready = len(m.buf)
 			break
 		}
-		chunk := make([]byte, 16<<10)
-		n, err := m.r.Read(chunk)
-		m.buf = append(m.buf, chunk[:n]...)
+		if m.chunk == nil {
+			m.chunk = make([]byte, 16<<10)
+		}
+		n, err := m.r.Read(m.chunk)
+		if len(m.buf) == 0 {
+			m.buf = m.buf[:0:0] // let the consumed prefix go
+		}
+		m.buf = append(m.buf, m.chunk[:n]...)
 		m.err = err
 		for _, nd := range m.needles {
 			for off := 0; ; {

@@ -22,7 +22,13 @@ type session struct {
 	g  *Gate
 	c  *clientConn
 	br *bufio.Reader // reads c; its size is the cap on a request's header block
+	// markUp and markDown are the client's byte counts when the current
+	// request began to arrive, so its record counts its own header.
+	markUp, markDown int64
 }
+
+// mark notes the byte counts at the start of a request.
+func (s *session) mark() { s.markUp, s.markDown = s.c.up.Load(), s.c.down.Load() }
 
 // Serve serves one client connection speaking the HTTP proxy protocol until
 // it ends, then closes it. CONNECT opens a tunnel; any other method is a
@@ -63,6 +69,7 @@ func (s *session) loop(ctx context.Context) {
 	defer up.close()
 	for {
 		s.c.SetReadDeadline(time.Now().Add(wait))
+		s.mark()
 		req, hostHeader, err := readRequest(s.br)
 		if err != nil {
 			badRequest(s.c, err)
@@ -89,13 +96,13 @@ func (s *session) refuseBusy() {
 		return
 	}
 	host, port := requestTarget(req)
-	msg := fmt.Sprintf("sandboxd: this sandbox already has %d connections open through the proxy, the most it may have; close some and retry.", s.cfg().MaxConns)
+	msg := fmt.Sprintf("sandboxd: this sandbox has reached its limit of %d open connections through the proxy; close some and retry.", s.cfg().MaxConns)
 	writeRefusal(s.c, http.StatusTooManyRequests, msg)
 	kind := "http"
 	if req.Method == http.MethodConnect {
 		kind = "connect"
 	}
-	s.g.record(Decision{Kind: kind, Host: host, Port: port, Reason: fmt.Sprintf("refused: the sandbox already has %d connections open, the limit", s.cfg().MaxConns)})
+	s.g.record(Decision{Kind: kind, Host: host, Port: port, Reason: fmt.Sprintf("refused: the sandbox has reached its limit of %d open connections", s.cfg().MaxConns)})
 }
 
 // requestTarget is the host and port a request names, as well as it can be
