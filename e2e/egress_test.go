@@ -151,6 +151,7 @@ func TestEgressProxy(t *testing.T) {
 			t.Fatalf("pip install through the proxy: %s", out)
 		}
 		// pyright resolves the installed package: no import error.
+		mustCall(t, d, run.ID, "write", map[string]any{"path": "py/pyproject.toml", "content": "[project]\nname = \"use\"\nversion = \"0.1\"\n"})
 		mustCall(t, d, run.ID, "write", map[string]any{"path": "py/use.py", "content": "import sbxdemo\n\nprint(sbxdemo.greet(\"world\"))\n"})
 		diag := mustCall(t, d, run.ID, "lsp", map[string]any{"action": "diagnostics", "file": "py/use.py"})
 		if !strings.Contains(diag, "no problems") {
@@ -206,12 +207,22 @@ func TestEgressProxy(t *testing.T) {
 	})
 
 	// Each refusal reaches the program with the sentence, where it shows.
-	refusals := []struct{ name, cmd, want string }{
-		{"unlisted host", "curl -sS " + strings.Replace(w.other.URL(), "https:", "http:", 1) + "/hello", "is not allowed for this sandbox"},
-		{"unlisted host over CONNECT", "curl -sS -v " + w.other.URL() + "/hello", "403"},
-		{"IP literal", "curl -sS http://127.0.0.1:" + strconv.Itoa(w.blob.Port()) + "/hello", "is not allowed for this sandbox"},
-		{"a name resolving to loopback", "curl -sS http://localhost:" + strconv.Itoa(w.blob.Port()) + "/hello", "loopback"},
-		{"Host header not the URL's", "curl -sS -H 'Host: other.test' " + strings.Replace(w.blob.URL(), "https:", "http:", 1) + "/hello", "Host"},
+	// Plain-HTTP refusals show the sentence as the response body; a
+	// program that ignores NO_PROXY (curl --noproxy '') sends even the
+	// sandbox's loopback names to the proxy, which refuses them.
+	plain := func(u string) string { return strings.Replace(u, "https:", "http:", 1) }
+	blobPort := strconv.Itoa(w.blob.Port())
+	refusals := []struct {
+		name, cmd, want string
+		exit0           bool // the program ends well though nothing got out
+	}{
+		{"unlisted host", "curl -sS --fail-with-body " + plain(w.other.URL()) + "/hello", "sandboxd: egress to other.test:" + strconv.Itoa(w.other.Port()) + " is not allowed for this sandbox; allowed: pypi.test", false},
+		{"unlisted host over CONNECT", "curl -sS -v " + w.other.URL() + "/hello", "403", false},
+		{"pip from an unlisted host", "pip download --no-cache-dir --no-deps -d /tmp/x --index-url " + strings.Replace(w.pypi.IndexURL(), "pypi.test", "other.test", 1) + " sbxdemo", "Tunnel connection failed: 403 sandboxd: egress to other.test:", false},
+		{"IP literal", "curl -sS --fail-with-body --noproxy '' http://192.0.2.7:" + blobPort + "/hello", "sandboxd: egress to 192.0.2.7:" + blobPort + " is not allowed", false},
+		{"loopback literal", "curl -sS --fail-with-body --noproxy '' http://127.0.0.1:" + blobPort + "/hello", "is not allowed", false},
+		{"a name resolving to loopback", "curl -sS --fail-with-body --noproxy '' http://localhost:" + blobPort + "/hello", "loopback", false},
+		{"Host header not the URL's", "curl -sS --fail-with-body -H 'Host: other.test' " + plain(w.blob.URL()) + "/hello", "Host header", false},
 		{"another server name in the ClientHello", `python3 - <<'EOF'
 import os, socket, ssl, urllib.parse
 p = urllib.parse.urlparse(os.environ["HTTPS_PROXY"])
@@ -223,17 +234,17 @@ try:
     ctx.wrap_socket(s, server_hostname="other.test").do_handshake()
     print("HANDSHAKE-OK")
 except Exception as e:
-    print("refused:", type(e).__name__)
-EOF`, "refused:"},
-		{"no proxy variables", "env -u HTTPS_PROXY -u https_proxy -u ALL_PROXY -u all_proxy -u HTTP_PROXY -u http_proxy curl -sS --max-time 10 " + w.blob.URL() + "/hello", "resolve"},
-		{"raw TCP to an address", `python3 -c 'import socket; socket.create_connection(("1.1.1.1", 443), 5)'`, "unreachable"},
-		{"DNS", "getent hosts pypi.org || echo no-answer", "no-answer"},
-		{"UDP", `python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"x", ("1.1.1.1", 53))'`, "unreachable"},
+    print("refused:", e)
+EOF`, "refused:", true},
+		{"no proxy variables", "env -u HTTPS_PROXY -u https_proxy -u ALL_PROXY -u all_proxy -u HTTP_PROXY -u http_proxy curl -sS --max-time 10 " + w.blob.URL() + "/hello", "resolve", false},
+		{"raw TCP to an address", `python3 -c 'import socket; socket.create_connection(("1.1.1.1", 443), 5)'`, "unreachable", false},
+		{"DNS", "getent hosts pypi.org || echo no-answer", "no-answer", true},
+		{"UDP", `python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"x", ("1.1.1.1", 53))'`, "unreachable", false},
 	}
 	for _, r := range refusals {
 		t.Run("refused/"+r.name, func(t *testing.T) {
 			code, out := sh(r.cmd)
-			if strings.Contains(out, "HANDSHAKE-OK") || !strings.Contains(out, r.want) || code == 0 && r.want != "no-answer" && r.want != "refused:" {
+			if strings.Contains(out, "HANDSHAKE-OK") || !strings.Contains(out, r.want) || (code == 0) != r.exit0 {
 				t.Fatalf("%s: exit %d, want %q in:\n%s", r.name, code, r.want, out)
 			}
 		})
@@ -259,6 +270,7 @@ EOF`, "refused:"},
 			{"pypi.test", "allow", func(r gateway.Record) bool { return r.BytesDown > 0 && r.Addr != "" }},
 			{"git.test", "allow", func(r gateway.Record) bool { return len(r.Secrets) == 1 && r.Secrets[0] == "git" }},
 			{"other.test", "deny", func(r gateway.Record) bool { return r.Reason != "" }},
+			{"192.0.2.7", "deny", nil},
 			{"127.0.0.1", "deny", nil},
 			{"localhost", "deny", func(r gateway.Record) bool { return strings.Contains(r.Reason, "loopback") }},
 			{"blob.test", "deny", nil}, // the SNI and Host mismatches
@@ -321,7 +333,7 @@ EOF`, "refused:"},
 		case <-time.After(30 * time.Second):
 			t.Fatal("the open download was not cut within 30 s of the change")
 		}
-		code, out := sh("curl -sS " + strings.Replace(w.blob.URL(), "https:", "http:", 1) + "/hello")
+		code, out := sh("curl -sS --fail-with-body " + plain(w.blob.URL()) + "/hello")
 		if code == 0 || !strings.Contains(out, "is not allowed for this sandbox") {
 			t.Fatalf("a new connection after the change: %s", out)
 		}
@@ -370,6 +382,15 @@ for pid in os.listdir("/proc"):
 print("HITS:", hits)
 `
 		mustCall(t, d, run.ID, "write", map[string]any{"path": ".sbx/search.py", "content": script})
+		// The search finds what is there: a decoy in a file deep in the
+		// image's tree is found.
+		decoy := "sbx-decoy-" + randomHex(t, 16)
+		if code, out := sh("mkdir -p /usr/share/doc/zz-decoy && printf '%s%s' '" + decoy[:10] + "' '" + decoy[10:] + "' > /usr/share/doc/zz-decoy/f"); code != 0 {
+			t.Fatal(out)
+		}
+		if _, out := sh("python3 .sbx/search.py '" + decoy[:10] + "' '" + decoy[10:] + "'"); !strings.Contains(out, "/usr/share/doc/zz-decoy/f") {
+			t.Fatalf("the search does not find a decoy: %s", out)
+		}
 		_, out := sh("python3 .sbx/search.py '" + w.secret[:half] + "' '" + w.secret[half:] + "'")
 		if !strings.Contains(out, "HITS: []") {
 			t.Fatalf("the secret is in the sandbox: %s", out)

@@ -192,7 +192,29 @@ func badRequest(w io.Writer, err error) {
 func writeRefusal(w io.Writer, status int, sentence string) {
 	body := sentence + "\n"
 	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n%s",
-		status, http.StatusText(status), len(body), body)
+		status, reasonPhrase(status, sentence), len(body), body)
+}
+
+// reasonPhrase is the status line's text: the sentence itself, because
+// what a client shows of a refused CONNECT is often only that line (pip:
+// "Tunnel connection failed: 403 sandboxd: egress to ..."), never the body.
+// A status line holds no control characters and stays short.
+func reasonPhrase(status int, sentence string) string {
+	r := []rune(sentence)
+	if len(r) > 400 {
+		r = append(r[:397], '.', '.', '.')
+	}
+	out := make([]rune, 0, len(r))
+	for _, c := range r {
+		if c < 0x20 || c == 0x7f {
+			c = ' '
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return http.StatusText(status)
+	}
+	return string(out)
 }
 
 // splitHostPort splits "host:port" (port optional when def is not 0) and
