@@ -38,6 +38,7 @@ k8s_env=/var/lib/sandboxd-k8s/env
 families=(
 	"core       docker     cmd ./cmd/sandboxd-bench"
 	"eval       docker     test ./e2e/ ^TestEvalBenchmark$"
+	"egress     docker     test ./e2e/ ^TestEgressBenchmark$"
 	"lsp        docker     cmd ./cmd/lspbench"
 	"astgrep    docker     cmd ./cmd/astgrepbench"
 	"debug      docker     gobench ./tools/debug/ BenchmarkDebug"
