@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -323,7 +324,7 @@ func TestProductionValues(t *testing.T) {
 		{Name: "team-a", TokenSHA256: hex.EncodeToString(sum[:])},
 		{Name: "team-b", TokenSHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},
 	}
-	if !slices.Equal(cfg.Tenants, wantTenants) {
+	if !reflect.DeepEqual(cfg.Tenants, wantTenants) {
 		t.Errorf("tenants = %v, want %v", cfg.Tenants, wantTenants)
 	}
 	sec := must(t, objs, "Secret/sd-sandboxd-tenants")

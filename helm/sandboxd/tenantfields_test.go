@@ -108,3 +108,23 @@ func TestTenantFieldsMatchConfig(t *testing.T) {
 		}
 	}
 }
+
+// A tenant's network keys reach sandboxd's config as the config file
+// spells them.
+func TestTenantNetworkKeysRender(t *testing.T) {
+	const hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	entry := map[string]any{
+		"name": "team-a", "token_sha256": hash, "default_network": "proxy",
+		"egress":  map[string]any{"allow": []any{"pypi.org", "*.npmjs.org"}, "deny": []any{"evil.npmjs.org"}},
+		"secrets": []any{map[string]any{"name": "gh", "hosts": []any{"api.github.com"}, "value_env": "GH_TOKEN"}},
+	}
+	cfg := parseConfig(t, render(t, map[string]any{"tenants": []any{entry}}))
+	if len(cfg.Tenants) != 1 {
+		t.Fatalf("tenants = %+v", cfg.Tenants)
+	}
+	got := cfg.Tenants[0]
+	if got.DefaultNetwork != "proxy" || got.Egress == nil || !reflect.DeepEqual(got.Egress.Allow, []string{"pypi.org", "*.npmjs.org"}) ||
+		!reflect.DeepEqual(got.Egress.Deny, []string{"evil.npmjs.org"}) || len(got.Secrets) != 1 || got.Secrets[0].Name != "gh" || got.Secrets[0].ValueEnv != "GH_TOKEN" {
+		t.Fatalf("the rendered tenant = %+v", got)
+	}
+}

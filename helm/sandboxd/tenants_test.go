@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -63,7 +64,7 @@ func TestAdminTenant(t *testing.T) {
 	}
 	sum := sha256.Sum256([]byte(token))
 	cfg := parseConfig(t, objs)
-	if len(cfg.Tenants) != 1 || cfg.Tenants[0] != (config.Tenant{Name: "admin", TokenSHA256: hex.EncodeToString(sum[:])}) {
+	if len(cfg.Tenants) != 1 || !reflect.DeepEqual(cfg.Tenants[0], config.Tenant{Name: "admin", TokenSHA256: hex.EncodeToString(sum[:])}) {
 		t.Errorf("tenants = %v, want admin with the SHA-256 of admin-token", cfg.Tenants)
 	}
 	if strings.Contains(str(must(t, objs, "ConfigMap/sd-sandboxd"), "data", "config.yaml"), token) {
