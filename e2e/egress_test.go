@@ -284,7 +284,7 @@ EOF`, "refused:", true},
 				t.Fatalf("a record without its sandbox, conversation or tenant: %+v", r)
 			}
 		}
-		for _, s := range []string{`sandboxd_egress_connections_total{decision="allowed"}`, `sandboxd_egress_connections_total{decision="denied"}`, `sandboxd_egress_bytes_total{direction="download"}`} {
+		for _, s := range []string{`sandboxd_egress_connections_total{decision="allow"}`, `sandboxd_egress_connections_total{decision="deny"}`, `sandboxd_egress_bytes_total{direction="down"}`} {
 			if v := metricValue(t, d, s); v <= 0 {
 				t.Errorf("%s = %v, want > 0", s, v)
 			}

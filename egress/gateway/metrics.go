@@ -9,8 +9,8 @@ import (
 // collector exports the egress decisions. Every series exists at zero from
 // the first scrape; the label sets are closed.
 type collector struct {
-	conns *prometheus.CounterVec // decision: allowed, denied
-	bytes *prometheus.CounterVec // direction: upload (out of the sandbox), download
+	conns *prometheus.CounterVec // decision: allow, deny
+	bytes *prometheus.CounterVec // direction: up (out of the sandbox), down
 	open  func() int             // connections open now; nil: none
 }
 
@@ -20,17 +20,17 @@ func newCollector() *collector {
 	c := &collector{
 		conns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandboxd_egress_connections_total",
-			Help: "Egress decisions of network-proxy sandboxes (a tunnel, or a proxied or intercepted HTTP request), by decision.",
+			Help: "Egress decisions of network-proxy sandboxes (a tunnel, or a proxied or intercepted HTTP request), by decision (allow or deny).",
 		}, []string{"decision"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandboxd_egress_bytes_total",
-			Help: "Bytes carried through the egress proxy: upload leaves the sandbox, download reaches it.",
+			Help: "Bytes carried through the egress proxy: up leaves the sandbox, down reaches it.",
 		}, []string{"direction"}),
 	}
-	for _, d := range []string{"allowed", "denied"} {
+	for _, d := range []string{"allow", "deny"} {
 		c.conns.WithLabelValues(d)
 	}
-	for _, d := range []string{"upload", "download"} {
+	for _, d := range []string{"up", "down"} {
 		c.bytes.WithLabelValues(d)
 	}
 	return c
@@ -41,12 +41,15 @@ var openDesc = prometheus.NewDesc("sandboxd_egress_open_connections",
 
 func (c *collector) add(d egress.Decision) {
 	if d.Allowed {
-		c.conns.WithLabelValues("allowed").Inc()
+		c.conns.WithLabelValues("allow").Inc()
 	} else {
-		c.conns.WithLabelValues("denied").Inc()
+		c.conns.WithLabelValues("deny").Inc()
 	}
-	c.bytes.WithLabelValues("upload").Add(float64(d.BytesUp))
-	c.bytes.WithLabelValues("download").Add(float64(d.BytesDown))
+	if d.Kind == "intercept" {
+		return // its bytes are its tunnel's, counted by the tunnel's record
+	}
+	c.bytes.WithLabelValues("up").Add(float64(d.BytesUp))
+	c.bytes.WithLabelValues("down").Add(float64(d.BytesDown))
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sandboxd/sandboxd/cluster"
+	"github.com/sandboxd/sandboxd/egress/gateway"
 	"github.com/sandboxd/sandboxd/metrics"
 	"github.com/sandboxd/sandboxd/tools"
 )
@@ -130,7 +131,8 @@ func scrapeWith(t *testing.T, replicas func(prometheus.Registerer)) string {
 		metrics.LSP([]string{"go"}, nil, nil),
 		metrics.DebugSessions(nil),
 		metrics.QuestionsPending(nil),
-		metrics.Workers(nil))
+		metrics.Workers(nil),
+		gateway.Collector())
 	m.SetTools([]tools.Spec{{Name: "read", Level: tools.LevelRead}, {Name: "write", Level: tools.LevelWrite}, {Name: "shell", Level: tools.LevelExec}})
 	m.ObserveHTTP("GET /readyz", "GET", 200, time.Millisecond)
 	rec := httptest.NewRecorder()
