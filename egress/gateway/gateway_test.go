@@ -199,3 +199,25 @@ func TestPolicyChangeIsKept(t *testing.T) {
 		t.Fatal("the CA changed across a restart; sandboxes trusting the old one would fail")
 	}
 }
+
+// The README's example config passes the egress checks too.
+func TestREADMEExampleValidates(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "## Configuration")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	if !ok {
+		t.Fatal("the README's Configuration section has no yaml block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	block = strings.ReplaceAll(block, "<hex sha-256 of the token>", strings.Repeat("ab", 32))
+	cfg := parseCfg(t, block)
+	if err := Validate(cfg); err != nil {
+		t.Fatalf("the README's example fails the egress checks: %v", err)
+	}
+	if len(cfg.Tenants) != 1 || cfg.Tenants[0].Egress == nil || len(cfg.Tenants[0].Secrets) != 1 || len(cfg.Egress.Allow) == 0 {
+		t.Fatalf("the example lost its egress keys: %+v", cfg.Tenants)
+	}
+}
