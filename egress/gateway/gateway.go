@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/proto"
@@ -28,9 +29,10 @@ import (
 
 // Gateway is the egress service of one daemon.
 //
-// Goroutines: none of its own. Each connection the agent of a proxy
-// sandbox carries is served on the goroutine the agent client hands it
-// to (agent.IncomingHandler), until it ends or Close cuts it.
+// Goroutines: per agent pipe of a proxy sandbox, one that notes when the
+// pipe closes (it ends with the pipe or Close). Each connection the agent
+// carries is served on the goroutine the agent client hands it to
+// (agent.IncomingHandler), until it ends or Close cuts it.
 //
 // Shutdown (Close): cancel the context every served connection runs
 // under and close every sandbox's gate, which closes its connections.
@@ -57,8 +59,15 @@ type box struct {
 	own     layer              // the sandbox's layer now (creation's or the last PUT's)
 	secrets []string           // the secrets it may use that its tenant has
 	gate    *egress.Gate
-	proxy   string // the proxy's URL inside the sandbox, once its agent said
+	proxy   string    // the proxy's URL inside the sandbox, once its agent said
+	pipes   int       // agent pipes serving it now
+	idle    time.Time // when its last pipe closed; zero while one serves it
 }
+
+// forgetAfter is how long a box whose pipes all closed is kept (its recent
+// decisions with it): a sandbox deleted meanwhile is forgotten after it,
+// one still running gets a new box at its next pipe.
+const forgetAfter = time.Hour
 
 // Options are what New needs besides the config.
 type Options struct {
@@ -144,7 +153,21 @@ func (g *Gateway) Attach(ctx context.Context, info sandbox.Info, c *agent.Client
 	}
 	g.mu.Lock()
 	b.proxy = resp.Proxy
+	b.pipes++
+	b.idle = time.Time{}
 	g.mu.Unlock()
+	go func() {
+		select {
+		case <-c.Done():
+		case <-g.ctx.Done():
+			return
+		}
+		g.mu.Lock()
+		if b.pipes--; b.pipes == 0 {
+			b.idle = time.Now()
+		}
+		g.mu.Unlock()
+	}()
 	return nil
 }
 
@@ -156,6 +179,7 @@ func (g *Gateway) boxFor(info sandbox.Info) *box {
 	if b := g.boxes[info.ID]; b != nil && b.info.Tenant == info.Tenant {
 		return b
 	}
+	g.forgetIdleLocked()
 	b := &box{info: info, tenant: g.tenant(info.Tenant)}
 	spec, err := sandbox.EgressOf(info)
 	if err != nil {
@@ -180,6 +204,17 @@ func (g *Gateway) boxFor(info sandbox.Info) *box {
 	b.gate = g.proxy.Gate(egress.Identity{Tenant: info.Tenant, Sandbox: info.ID, Conversation: info.Conversation}, g.effective(b.tenant, b.own), secrets)
 	g.boxes[info.ID] = b
 	return b
+}
+
+// forgetIdleLocked drops the boxes no pipe has served for forgetAfter and
+// with nothing open: the sandboxes deleted since.
+func (g *Gateway) forgetIdleLocked() {
+	for id, b := range g.boxes {
+		if !b.idle.IsZero() && time.Since(b.idle) > forgetAfter && b.gate.Open() == 0 {
+			b.gate.Close()
+			delete(g.boxes, id)
+		}
+	}
 }
 
 // tenant is the tenant's conf; one the config no longer lists reaches
