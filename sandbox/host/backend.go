@@ -131,6 +131,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 		m.SocketDir = filepath.Join(os.TempDir(), "sandboxd-"+id)
 		m.Socket = filepath.Join(m.SocketDir, "agent.sock")
 	}
+	if spec.Network == sandbox.NetworkProxy {
+		return sandbox.Info{}, errdefs.InvalidArgument("the host backend cannot take a sandbox off the network (it shares this machine's), so network \"proxy\" would be a policy nothing enforces; use the docker, containerd or kubernetes backend for it")
+	}
 	if spec.Network != "" && spec.Network != "none" || spec.Resources != (sandbox.Resources{}) {
 		b.log.Info("host backend ignores network and resource settings: the sandbox shares this machine's", "id", id,
 			"network", spec.Network, "cpus", spec.Resources.CPUs, "memory_mb", spec.Resources.MemoryMB, "pids", spec.Resources.Pids)

@@ -169,3 +169,16 @@ func TestDamagedFolderIsSkipped(t *testing.T) {
 		t.Errorf("Inspect of a path-like id = %v, want not_found", err)
 	}
 }
+
+// The host backend shares this machine's network, so it refuses network
+// "proxy" rather than make a sandbox whose policy nothing enforces.
+func TestCreateRefusesNetworkProxy(t *testing.T) {
+	b := newBackend(t, t.TempDir())
+	_, err := b.Create(context.Background(), sandbox.Spec{Tenant: "t", Conversation: "c", Network: sandbox.NetworkProxy})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "cannot take a sandbox off the network") {
+		t.Fatalf("a proxy sandbox on the host backend: %v", err)
+	}
+	if infos, _ := b.List(context.Background()); len(infos) != 0 {
+		t.Fatalf("the refused create left sandboxes: %+v", infos)
+	}
+}
