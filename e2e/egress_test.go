@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -340,6 +342,34 @@ EOF`, "refused:", true},
 		got, err := d.Client.Network(ctx(t), sb.ID)
 		if err != nil || strings.Join(got.Allow, ",") != "pypi.test,npm.test,git.test,goproxy.test" {
 			t.Fatalf("GET network after the change: %+v %v", got, err)
+		}
+	})
+
+	t.Run("after a restart, with no tool call", func(t *testing.T) {
+		// A program started outside any tool call (docker exec here; a
+		// long-lived process in general) gets out once sandboxd is back,
+		// before anyone calls a tool: the pipe is kept open.
+		st, err := d.Client.Network(ctx(t), sb.ID)
+		if err != nil || st.Proxy == "" {
+			t.Fatalf("the proxy's address before the restart: %+v %v", st, err)
+		}
+		d.restart()
+		if _, err := d.Client.SetNetwork(ctx(t), sb.ID, gateway.Policy{Allow: []string{"blob.test"}}); err != nil {
+			t.Fatal(err)
+		}
+		var out []byte
+		waitFor(t, 30*time.Second, "a connection through the proxy after the restart", func() error {
+			c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			out, err = exec.CommandContext(c, "docker", "exec", "-e", "HTTPS_PROXY="+st.Proxy, "sandboxd-"+sb.ID,
+				"curl", "-sS", "--fail", "--cacert", "/workspace/.sbx/test-ca.pem", w.blob.URL()+"/hello").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+		if !strings.Contains(string(out), "hello") {
+			t.Fatalf("after the restart: %s", out)
 		}
 	})
 

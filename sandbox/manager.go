@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
@@ -49,8 +50,9 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // reaper, dialers, watchers
 
-	convLocks keyLocks   // per (tenant, conversation): serializes Create, Delete and reaping of one conversation
-	refreshMu sync.Mutex // serializes refreshes, so that tombstones can be pruned after one
+	keep      atomic.Pointer[func(Info) bool] // which sandboxes get a pipe kept open (keep.go)
+	convLocks keyLocks                        // per (tenant, conversation): serializes Create, Delete and reaping of one conversation
+	refreshMu sync.Mutex                      // serializes refreshes, so that tombstones can be pruned after one
 
 	mu          sync.Mutex        // guards the fields below and every entry's fields
 	byID        map[string]*entry // the cache

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// reaper refreshes the map periodically and, with an idle TTL, removes
-// sandboxes that nobody used for that long.
+// reaper refreshes the map periodically, opens the pipes kept open
+// (keep.go) and, with an idle TTL, removes sandboxes that nobody used for
+// that long.
 func (m *Manager) reaper() {
 	defer m.wg.Done()
 	every := m.opts.refreshEvery
@@ -23,6 +24,7 @@ func (m *Manager) reaper() {
 		}
 		ctx, cancel := context.WithTimeout(m.ctx, every+30*time.Second)
 		m.periodicRefresh(ctx)
+		m.keepAttached()
 		if m.opts.idleTTL > 0 {
 			m.reap(ctx)
 		}

@@ -182,6 +182,19 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 		return nil, err
 	}
 	lv.attach.set(setup.AttachHooks())
+	if keeps := setup.KeepPipes(); len(keeps) > 0 {
+		lv.mgr.SetKeepAttached(func(info sandbox.Info) bool {
+			if lv.rep != nil && !lv.rep.holds(info) {
+				return false // its owner keeps it
+			}
+			for _, keep := range keeps {
+				if keep(info) {
+					return true
+				}
+			}
+			return false
+		})
+	}
 	lv.onClose(func() {
 		if err := ld.fams.Close(); err != nil {
 			log.Warn("a tool family did not close cleanly", "err", err)

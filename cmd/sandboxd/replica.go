@@ -119,6 +119,12 @@ func (r *replica) claim(ctx context.Context, info sandbox.Info, c *agent.Client)
 	return c.Claim(ctx, r.self.Identity, epoch)
 }
 
+// holds says whether this replica holds the lease of info's conversation.
+func (r *replica) holds(info sandbox.Info) bool {
+	_, err := r.owners.Epoch(cluster.Key{Tenant: info.Tenant, Conversation: info.Conversation})
+	return err == nil
+}
+
 // managerOptions reap an idle sandbox only from the replica that holds
 // (or takes) its conversation.
 func (r *replica) managerOptions() []sandbox.Option {

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools/family"
 )
 
@@ -30,6 +31,9 @@ func (f *fam) Register(s *family.Setup) error {
 	}
 	f.g = g
 	s.AttachHook(g.Attach)
+	// A proxy sandbox's programs need its pipe whether or not a tool is
+	// called: after a restart, the pipe opens at the next refresh.
+	s.KeepPipe(func(i sandbox.Info) bool { return sandbox.NetworkOf(i) == sandbox.NetworkProxy })
 	s.Serve(g)
 	return nil
 }

@@ -98,6 +98,7 @@ type Setup struct {
 	envHooks    []EnvHook
 	services    []any
 	attachHooks []AttachHook
+	keepPipes   []func(sandbox.Info) bool
 }
 
 // AttachHook runs on every agent pipe the sandbox manager opens, before
@@ -109,6 +110,14 @@ func (s *Setup) AttachHook(h AttachHook) { s.attachHooks = append(s.attachHooks,
 
 // AttachHooks returns the hooks families added, in order.
 func (s *Setup) AttachHooks() []AttachHook { return s.attachHooks }
+
+// KeepPipe asks for a pipe kept open to every running sandbox keep says
+// yes to, with no call needing it (the sandbox's programs use it: network
+// mode "proxy"). A replica keeps pipes only to its own conversations.
+func (s *Setup) KeepPipe(keep func(sandbox.Info) bool) { s.keepPipes = append(s.keepPipes, keep) }
+
+// KeepPipes returns what families asked to keep, in order.
+func (s *Setup) KeepPipes() []func(sandbox.Info) bool { return s.keepPipes }
 
 // EnvHook completes every tools.Env the API builds, before the registry
 // sees it (diagnostics on write plug in here). It must not block.
