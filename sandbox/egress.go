@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 )
 
 // NetworkProxy is the network mode in which a sandbox has no route out and
@@ -64,4 +67,38 @@ func EgressOf(info Info) (EgressSpec, error) {
 		return EgressSpec{}, fmt.Errorf("the egress label of sandbox %s does not parse (%v)", info.ID, err)
 	}
 	return e, nil
+}
+
+// ErrNoAnnotations says the backend cannot set a label after creation.
+var ErrNoAnnotations = errors.New("the backend cannot change a sandbox's labels after creation")
+
+// Annotate sets key on the tenant's sandbox id, where the backend can
+// (Annotator), and in the manager's map at once; ErrNoAnnotations where it
+// cannot.
+func (m *Manager) Annotate(ctx context.Context, tenant, id, key, value string) error {
+	a, ok := m.backend.(Annotator)
+	if !ok {
+		return ErrNoAnnotations
+	}
+	m.mu.Lock()
+	e := m.byID[id]
+	mine := e != nil && e.info.Tenant == tenant && !e.removing
+	m.mu.Unlock()
+	if !mine {
+		return errNoSandbox(id)
+	}
+	if err := a.Annotate(ctx, id, key, value); err != nil {
+		return m.backendErr("annotate sandbox "+id, err)
+	}
+	m.mu.Lock()
+	if e := m.byID[id]; e != nil {
+		labels := maps.Clone(e.info.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[key] = value
+		e.info.Labels = labels
+	}
+	m.mu.Unlock()
+	return nil
 }

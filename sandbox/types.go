@@ -30,6 +30,10 @@ const (
 	// names of the secrets it may use, as JSON (EgressSpec); on Kubernetes
 	// it is an annotation.
 	LabelEgress = "io.sandboxd.egress"
+	// LabelEgressChange holds a "proxy" sandbox's own egress lists as last
+	// changed through the API, as JSON, where the backend can change a
+	// sandbox's labels after creation (Annotator).
+	LabelEgressChange = "io.sandboxd.egress-change"
 )
 
 // States of a sandbox as reported by the API.
@@ -108,6 +112,14 @@ type Backend interface {
 	// AttachAgent runs `sandbox-agent attach` inside the sandbox and returns
 	// its stdio as one byte stream. Closing it ends the exec, not the agent.
 	AttachAgent(ctx context.Context, id string) (io.ReadWriteCloser, error)
+}
+
+// Annotator is an optional Backend capability: a label (an annotation on
+// Kubernetes) set on a sandbox after creation, which List and Inspect
+// report from then on, to every replica and after a restart. Docker cannot
+// change a container's labels, so it has none.
+type Annotator interface {
+	Annotate(ctx context.Context, id, key, value string) error
 }
 
 // ResumeHinter is an optional Backend capability: the command that unpauses

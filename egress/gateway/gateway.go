@@ -37,14 +37,15 @@ import (
 // Shutdown (Close): cancel the context every served connection runs
 // under and close every sandbox's gate, which closes its connections.
 type Gateway struct {
-	log     *slog.Logger
-	conf    *parsed
-	proxy   *egress.Proxy
-	ca      *egress.Authority
-	dir     string // where the policy changes are kept (one file per sandbox)
-	metrics *collector
-	ctx     context.Context
-	cancel  context.CancelFunc
+	log      *slog.Logger
+	conf     *parsed
+	proxy    *egress.Proxy
+	ca       *egress.Authority
+	dir      string // where the policy changes are kept (one file per sandbox) without annotations
+	annotate func(ctx context.Context, info sandbox.Info, key, value string) error
+	metrics  *collector
+	ctx      context.Context
+	cancel   context.CancelFunc
 
 	// mu guards boxes and every box's own layer and proxy URL.
 	mu    sync.Mutex
@@ -76,6 +77,10 @@ type Options struct {
 	// Resolver answers the names the config does not override; nil: the
 	// system's.
 	Resolver egress.Resolver
+	// Annotate keeps a policy change on the sandbox itself where the
+	// backend can (so another replica reads it after a failover); nil, or
+	// sandbox.ErrNoAnnotations, keeps it in DataDir.
+	Annotate func(ctx context.Context, info sandbox.Info, key, value string) error
 }
 
 // Validate checks the egress keys of cfg without opening anything.
@@ -99,7 +104,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the egress CA in %s cannot be loaded or made: %w", dir, err)
 	}
-	g := &Gateway{log: log, conf: conf, ca: ca, dir: filepath.Join(dir, "policies"), metrics: newCollector(), boxes: map[string]*box{}}
+	g := &Gateway{log: log, conf: conf, ca: ca, dir: filepath.Join(dir, "policies"), annotate: o.Annotate, metrics: newCollector(), boxes: map[string]*box{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	e := cfg.Egress
 	g.proxy, err = egress.New(egress.Config{
@@ -187,7 +192,7 @@ func (g *Gateway) boxFor(info sandbox.Info) *box {
 		b.own = layer{named: true} // the zero Policy: nothing
 	} else {
 		b.spec = spec
-		if b.own, err = g.ownLayer(info.ID, spec); err != nil {
+		if b.own, err = g.ownLayer(info, spec); err != nil {
 			g.log.Error("a proxy sandbox's egress rules do not parse; it may reach nothing", "sandbox", info.ID, "err", err)
 			b.own = layer{named: true}
 		}
@@ -241,19 +246,27 @@ type change struct {
 	Deny  []string `json:"deny"`
 }
 
-// ownLayer is the sandbox's layer: the last change kept for it, else what
-// creation asked for.
-func (g *Gateway) ownLayer(id string, spec sandbox.EgressSpec) (layer, error) {
-	b, err := os.ReadFile(g.changePath(id))
-	if errors.Is(err, os.ErrNotExist) {
-		return parseLayer(spec.Allow, spec.Deny)
+// ownLayer is the sandbox's layer: the last change kept for it (on the
+// sandbox, else in the data dir), else what creation asked for.
+func (g *Gateway) ownLayer(info sandbox.Info, spec sandbox.EgressSpec) (layer, error) {
+	var b []byte
+	var err error
+	where := "the sandbox's label " + sandbox.LabelEgressChange
+	if raw := info.Labels[sandbox.LabelEgressChange]; raw != "" {
+		b = []byte(raw)
+	} else {
+		where = g.changePath(info.ID)
+		b, err = os.ReadFile(where)
+		if errors.Is(err, os.ErrNotExist) {
+			return parseLayer(spec.Allow, spec.Deny)
+		}
 	}
 	var c change
 	if err == nil {
 		err = json.Unmarshal(b, &c)
 	}
 	if err != nil {
-		return layer{}, fmt.Errorf("the kept policy change %s cannot be read (%v)", g.changePath(id), err)
+		return layer{}, fmt.Errorf("the kept policy change (%s) cannot be read (%v)", where, err)
 	}
 	return parseLayer(c.Allow, c.Deny)
 }
@@ -262,16 +275,25 @@ func (g *Gateway) changePath(id string) string {
 	return filepath.Join(g.dir, strings.ReplaceAll(id, "/", "_")+".json")
 }
 
-// keep writes a sandbox's change atomically, so a restart applies it.
-func (g *Gateway) keep(id string, c change) error {
+// keep records a sandbox's change so that a restart, or another replica,
+// applies it: on the sandbox where the backend can, else in the data dir
+// (written atomically).
+func (g *Gateway) keep(ctx context.Context, info sandbox.Info, c change) error {
+	b, _ := json.Marshal(c)
+	if g.annotate != nil {
+		err := g.annotate(ctx, info, sandbox.LabelEgressChange, string(b))
+		if !errors.Is(err, sandbox.ErrNoAnnotations) {
+			return err
+		}
+	}
 	if err := os.MkdirAll(g.dir, 0o700); err != nil {
 		return errdefs.Unavailable("the policy change cannot be kept in %s (%v); check sandboxd's data dir and retry", g.dir, err)
 	}
-	b, _ := json.Marshal(c)
-	tmp := g.changePath(id) + ".new"
+	path := g.changePath(info.ID)
+	tmp := path + ".new"
 	err := os.WriteFile(tmp, b, 0o600)
 	if err == nil {
-		err = os.Rename(tmp, g.changePath(id))
+		err = os.Rename(tmp, path)
 	}
 	if err != nil {
 		os.Remove(tmp)

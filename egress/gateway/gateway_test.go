@@ -221,3 +221,67 @@ func TestREADMEExampleValidates(t *testing.T) {
 		t.Fatalf("the example lost its egress keys: %+v", cfg.Tenants)
 	}
 }
+
+// Where the backend can label a sandbox after creation, a change is kept
+// on the sandbox: another replica, with a data dir of its own, applies it.
+func TestPolicyChangeFollowsTheSandbox(t *testing.T) {
+	cfg := parseCfg(t, "egress: {allow: ['*']}")
+	info := proxyInfo(t, AdminTenant, "moved", nil)
+	var labelled map[string]string
+	annotate := func(ctx context.Context, i sandbox.Info, key, value string) error {
+		if i.ID != info.ID {
+			t.Errorf("annotated %s, want %s", i.ID, info.ID)
+		}
+		labelled = map[string]string{key: value}
+		return nil
+	}
+	dirA := t.TempDir()
+	a, err := New(cfg, Options{DataDir: dirA, Annotate: annotate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.SetNetwork(context.Background(), info, Policy{Allow: []string{"pypi.org"}}); err != nil {
+		t.Fatal(err)
+	}
+	if labelled[sandbox.LabelEgressChange] == "" {
+		t.Fatalf("the change was not kept on the sandbox: %v", labelled)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dirA, "egress", "policies")); len(entries) != 0 {
+		t.Fatal("the change went to a file as well")
+	}
+
+	// The replica that takes the conversation over sees the sandbox's
+	// labels, not the first replica's data dir.
+	moved := info
+	moved.Labels = map[string]string{}
+	for k, v := range info.Labels {
+		moved.Labels[k] = v
+	}
+	for k, v := range labelled {
+		moved.Labels[k] = v
+	}
+	b, err := New(cfg, Options{DataDir: t.TempDir(), Annotate: annotate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st, err := b.Network(context.Background(), moved)
+	if err != nil || !slices.Equal(st.Allow, []string{"pypi.org"}) {
+		t.Fatalf("on the other replica: %+v %v", st, err)
+	}
+
+	// A backend that cannot label (Docker) keeps it in the data dir.
+	dir := t.TempDir()
+	c, err := New(cfg, Options{DataDir: dir, Annotate: func(context.Context, sandbox.Info, string, string) error { return sandbox.ErrNoAnnotations }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.SetNetwork(context.Background(), info, Policy{Allow: []string{"npm.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "egress", "policies", info.ID+".json")); err != nil {
+		t.Fatalf("without labels the change is not in the data dir: %v", err)
+	}
+}

@@ -136,7 +136,7 @@ func (g *Gateway) SetNetwork(ctx context.Context, info sandbox.Info, p Policy) (
 		return Status{}, errdefs.InvalidArgument("%v; fix the rule", err)
 	}
 	b := g.boxFor(info)
-	if err := g.keep(info.ID, change(p)); err != nil {
+	if err := g.keep(ctx, info, change(p)); err != nil {
 		return Status{}, err
 	}
 	g.mu.Lock()

@@ -94,6 +94,9 @@ type Setup struct {
 	AgentBinary string // the sandbox-agent binary on the host
 	Tools       *tools.Registry
 	Runs        Runs
+	// Annotate sets a label on a sandbox after creation where the backend
+	// can (sandbox.Annotator); sandbox.ErrNoAnnotations where it cannot.
+	Annotate func(ctx context.Context, info sandbox.Info, key, value string) error
 
 	envHooks    []EnvHook
 	services    []any
