@@ -17,8 +17,16 @@ import (
 // only once a handler is set (HandleIncoming); until then, and for a kind
 // the handler does not take, it closes them.
 
-// incomingFrameWait bounds reading the Incoming frame of a new stream.
-const incomingFrameWait = 10 * time.Second
+const (
+	// incomingFrameWait bounds reading the Incoming frame of a new stream.
+	incomingFrameWait = 10 * time.Second
+	// maxIncoming caps the streams the agent opened that are being served
+	// at once: the agent is inside the sandbox, and a sandbox that took it
+	// over must not be able to make sandboxd hold goroutines without end.
+	// A stream over the cap is closed at once (the program sees its
+	// connection end); the egress gate's own cap is far lower.
+	maxIncoming = 4096
+)
 
 // IncomingHandler serves one stream the agent opened, of the kind its frame
 // names; it owns conn and must close it. It runs on its own goroutine.
@@ -27,6 +35,7 @@ type IncomingHandler func(in proto.Incoming, conn net.Conn)
 // incoming holds the handler (nil: streams are closed unread).
 type incoming struct {
 	handler atomic.Pointer[IncomingHandler]
+	serving atomic.Int64 // streams being served now
 }
 
 // HandleIncoming sets the handler of the streams the agent opens; nil
@@ -47,7 +56,13 @@ func (c *Client) acceptIncoming() {
 		if err != nil {
 			return
 		}
+		if c.in.serving.Add(1) > maxIncoming {
+			c.in.serving.Add(-1)
+			st.Close()
+			continue
+		}
 		go func() {
+			defer c.in.serving.Add(-1)
 			st.SetReadDeadline(time.Now().Add(incomingFrameWait))
 			var in proto.Incoming
 			err := proto.ReadFrame(st, &in)
