@@ -231,10 +231,12 @@ func (g *Gateway) tenant(name string) *tenantConf {
 	return &tenantConf{layer: layer{named: true}, secrets: map[string]egress.Secret{}, network: "none"}
 }
 
-// effective is the policy of a sandbox of t whose own layer is own. When no
-// level names a destination, nothing is allowed.
+// effective is the policy of a sandbox of t whose own layer is own. When
+// neither the deployment nor the tenant names a destination, nothing is
+// allowed, whatever the sandbox lists: what a proxy sandbox reaches is the
+// operator's choice, never the API caller's alone.
 func (g *Gateway) effective(t *tenantConf, own layer) egress.Effective {
-	if !g.conf.deployment.named && !t.layer.named && !own.named {
+	if !g.conf.deployment.named && !t.layer.named {
 		return egress.Layered(egress.Policy{})
 	}
 	return egress.Layered(g.conf.deployment.policy, t.layer.policy, own.policy)

@@ -76,7 +76,7 @@ func proxyInfo(t *testing.T, tenant, id string, e *sandbox.EgressSpec) sandbox.I
 }
 
 // The levels: deployment, tenant, sandbox; a sandbox narrows, never widens;
-// with nothing named anywhere nothing is allowed.
+// with nothing named by the operator nothing is allowed.
 func TestLayersNarrowNeverWiden(t *testing.T) {
 	hash := strings.Repeat("b", 64)
 	g := newGateway(t, `
@@ -122,8 +122,14 @@ tenants:
 		t.Errorf("with nothing named anywhere pypi.org is allowed: %+v", v)
 	}
 	b = bare.boxFor(proxyInfo(t, AdminTenant, "y", &sandbox.EgressSpec{Allow: []string{"pypi.org"}}))
-	if !b.gate.Policy().Host("pypi.org", 443).Allowed {
-		t.Error("a sandbox's own allow list does not apply when the operator named nothing")
+	if b.gate.Policy().Host("pypi.org", 443).Allowed {
+		t.Error("a sandbox's own allow list opened pypi.org where the operator named nothing")
+	}
+	// The tenant's list is enough for the operator to have named it.
+	hash = strings.Repeat("d", 64)
+	byTenant := newGateway(t, "tenants: [{name: t1, token_sha256: '"+hash+"', egress: {allow: [pypi.org]}}]")
+	if !byTenant.boxFor(proxyInfo(t, "t1", "z", nil)).gate.Policy().Host("pypi.org", 443).Allowed {
+		t.Error("a tenant's allow list does not apply when the deployment names nothing")
 	}
 }
 
