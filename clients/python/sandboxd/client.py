@@ -60,7 +60,7 @@ def _rules(name: str, v: Optional[Iterable[str]]) -> List[str]:
     if isinstance(v, (str, bytes)):
         raise InvalidArgument(f"{name} is a list of strings, not one string; pass [{str(v)!r}]", status=0)
     out = list(v)
-    for x in out:
+    for x in cast(List[object], out):  # the hint is not checked at run time
         if not isinstance(x, str):
             raise InvalidArgument(f"{name} holds {x!r}, which is not a string; pass strings such as \"pypi.org\"", status=0)
     return out
@@ -263,7 +263,8 @@ class Client:
         none."""
         path = "/v1/sandboxes/" + _q(sandbox_id) + "/egress"
         if limit is not None:
-            if isinstance(limit, bool) or not isinstance(limit, int):
+            n = cast(object, limit)  # the hint is not checked at run time
+            if isinstance(n, bool) or not isinstance(n, int):
                 raise InvalidArgument(f"limit is {limit!r}; pass a whole number from 1 to 1000, or None for the default", status=0)
             path += "?limit=" + str(limit)
         return [EgressRecord.from_json(d) for d in self._list(self._do("GET", path, want=200, timeout=timeout))]

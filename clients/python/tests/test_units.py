@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import unittest
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 # The checkout's package, however the tests are discovered.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -145,7 +145,7 @@ def _client(*answers: Tuple[int, Any]) -> Tuple[sandboxd.Client, _FakeTransport]
 
 # GET /v1/sandboxes/{id}/network of a proxy sandbox as sandboxd writes it,
 # with a field this client does not know.
-_PROXY_STATUS = {
+_PROXY_STATUS: Dict[str, Any] = {
     "network": "proxy",
     "proxy": "http://127.0.0.1:41234",
     "allow": ["pypi.org", "*.pythonhosted.org", "evil.example"],
@@ -162,7 +162,7 @@ _PROXY_STATUS = {
     "added_later": {"x": 1},
 }
 
-_SANDBOX = {
+_SANDBOX: Dict[str, Any] = {
     "id": "sb_1",
     "conversation": "c1",
     "backend": "docker",
@@ -230,7 +230,7 @@ class Network(unittest.TestCase):
         self.assertIsNone(st.layer("nope"))
 
     def test_network_of_a_sandbox_without_proxy(self) -> None:
-        doc = {"network": "none", "allow": [], "deny": [], "allowed": [], "layers": [], "secrets": [], "open_connections": 0}
+        doc: Dict[str, Any] = {"network": "none", "allow": [], "deny": [], "allowed": [], "layers": [], "secrets": [], "open_connections": 0}
         st = _client((200, doc))[0].network("sb_1")
         self.assertEqual(st, sandboxd.NetworkStatus(network="none"))
 
