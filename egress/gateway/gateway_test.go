@@ -131,6 +131,13 @@ tenants:
 	if !byTenant.boxFor(proxyInfo(t, "t1", "z", nil)).gate.Policy().Host("pypi.org", 443).Allowed {
 		t.Error("a tenant's allow list does not apply when the deployment names nothing")
 	}
+	st, err = bare.Network(ctx, proxyInfo(t, AdminTenant, "y", &sandbox.EgressSpec{Allow: []string{"pypi.org"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.NotEffective) != 0 || !slices.Equal(st.Allowed, []string{"pypi.org"}) {
+		t.Errorf("with nothing named outside the sandbox: not effective %v, allowed %v; want none and its own pypi.org", st.NotEffective, st.Allowed)
+	}
 }
 
 func TestPrepare(t *testing.T) {

@@ -186,7 +186,10 @@ func (g *Gateway) statusLocked(b *box) Status {
 		Secrets:         nonNil(b.secrets),
 		OpenConnections: b.gate.Open(),
 	}
-	outer := g.effective(b.tenant, layer{policy: egress.Unrestricted()})
+	// The outer levels alone, as if the sandbox allowed everything; named,
+	// so that outer levels that name nothing leave the sandbox's rules in
+	// effect rather than refusing them all.
+	outer := g.effective(b.tenant, layer{policy: egress.Unrestricted(), named: true})
 	for _, a := range b.own.allow {
 		r, err := egress.ParseRule(a)
 		if err != nil || r.IsCIDR() {

@@ -6,13 +6,15 @@ import json
 import os
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union, cast
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union, cast
 
 from ._http import LineReader, Transport, read_body
 from .errors import Internal, InvalidArgument, error_from_answer
 from .streams import QuestionStream, ToolStream
 from .types import (
     AnswerResult,
+    EgressRecord,
+    NetworkStatus,
     OutputEvent,
     Question,
     Resources,
@@ -48,6 +50,26 @@ def _encode_args(args: Args) -> bytes:
         return json.dumps(args).encode("utf-8")
     except (TypeError, ValueError) as e:
         raise InvalidArgument(f"the tool arguments cannot be encoded as JSON: {e}; pass a dict of JSON values", status=0) from e
+
+
+def _rules(name: str, v: Optional[Iterable[str]]) -> List[str]:
+    """v as a list of strings; a lone string is refused, since iterating it
+    would send its letters as rules."""
+    if v is None:
+        return []
+    if isinstance(v, (str, bytes)):
+        raise InvalidArgument(f"{name} is a list of strings, not one string; pass [{str(v)!r}]", status=0)
+    out = list(v)
+    for x in cast(List[object], out):  # the hint is not checked at run time
+        if not isinstance(x, str):
+            raise InvalidArgument(f"{name} holds {x!r}, which is not a string; pass strings such as \"pypi.org\"", status=0)
+    return out
+
+
+def _as_obj(doc: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(doc, Mapping):
+        raise Internal(f"{what}: the answer is not a JSON object", status=200)
+    return cast(Mapping[str, Any], doc)
 
 
 class Client:
@@ -150,12 +172,34 @@ class Client:
         resources: Optional[Resources] = None,
         network: Optional[str] = None,
         workspace_host_path: Optional[str] = None,
+        egress_allow: Optional[Sequence[str]] = None,
+        egress_deny: Optional[Sequence[str]] = None,
+        secrets: Optional[Sequence[str]] = None,
         timeout: Optional[float] = None,
     ) -> Sandbox:
-        """Creates the conversation's sandbox. ``network`` is "none" (the
-        default) or "bridge"; ``workspace_host_path`` makes a host directory
-        the workspace (it must lie under the config's allowed_host_paths).
-        Conflict when the conversation already has a live sandbox."""
+        """Creates the conversation's sandbox. Conflict when the
+        conversation already has a live sandbox.
+
+        ``network`` is "none" (no network; the default unless the config
+        names another), "bridge" (the engine's network) or "proxy": no route
+        out, and programs in the sandbox reach out only through sandboxd's
+        HTTP(S) proxy (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are set for
+        them), which lets a connection through only when the deployment's,
+        the tenant's and the sandbox's policies all allow it, and records
+        each decision (see :meth:`network`, :meth:`egress`). Proxy needs a
+        container backend; the host backend refuses it (InvalidArgument).
+
+        For "proxy" only (with another network they are InvalidArgument):
+        ``egress_allow`` and ``egress_deny`` are the sandbox's own rules
+        ("pypi.org", "*.npmjs.org", "github.com:443", "10.0.0.0/8"), which
+        narrow the tenant's policy and never widen it; ``secrets`` names the
+        tenant's secrets sandboxd adds to requests bound for their hosts
+        (the values never enter the sandbox).
+
+        ``workspace_host_path`` makes a host directory the workspace (it
+        must lie under the config's allowed_host_paths)."""
+        allow, deny = _rules("egress_allow", egress_allow), _rules("egress_deny", egress_deny)
+        names = _rules("secrets", secrets)
         body: Dict[str, Any] = {"conversation": conversation}
         if image:
             body["image"] = image
@@ -167,6 +211,10 @@ class Client:
             body["network"] = network
         if workspace_host_path:
             body["workspace"] = {"host_path": workspace_host_path}
+        if allow or deny:
+            body["egress"] = {k: v for k, v in (("allow", allow), ("deny", deny)) if v}
+        if names:
+            body["secrets"] = names
         return Sandbox.from_json(self._do("POST", "/v1/sandboxes", body, want=201, timeout=timeout))
 
     def list_sandboxes(self, conversation: Optional[str] = None, *, timeout: Optional[float] = None) -> List[Sandbox]:
@@ -182,6 +230,44 @@ class Client:
     def delete_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> None:
         """Stops everything in the sandbox and removes it."""
         self._do("DELETE", "/v1/sandboxes/" + _q(sandbox_id), want=204, timeout=timeout)
+
+    def network(self, sandbox_id: str, *, timeout: Optional[float] = None) -> NetworkStatus:
+        """The sandbox's network mode and, for "proxy", its egress policy
+        level by level, the hosts it may reach, its secrets' names and its
+        open connections."""
+        path = "/v1/sandboxes/" + _q(sandbox_id) + "/network"
+        return NetworkStatus.from_json(_as_obj(self._do("GET", path, want=200, timeout=timeout), "GET " + path))
+
+    def set_network(
+        self,
+        sandbox_id: str,
+        allow: Sequence[str],
+        deny: Sequence[str] = (),
+        *,
+        timeout: Optional[float] = None,
+    ) -> NetworkStatus:
+        """Replaces a proxy sandbox's own allow and deny lists and returns
+        the new status: new connections follow at once, open ones the new
+        policy refuses are cut, and the change outlives a restart of
+        sandboxd. Rules an outer level refuses are listed in
+        ``not_effective``. FailedPrecondition for a sandbox whose network is
+        not "proxy"; InvalidArgument for a rule sandboxd cannot read."""
+        body = {"allow": _rules("allow", allow), "deny": _rules("deny", deny)}
+        path = "/v1/sandboxes/" + _q(sandbox_id) + "/network"
+        return NetworkStatus.from_json(_as_obj(self._do("PUT", path, body, want=200, timeout=timeout), "PUT " + path))
+
+    def egress(self, sandbox_id: str, limit: Optional[int] = None, *, timeout: Optional[float] = None) -> List[EgressRecord]:
+        """A proxy sandbox's recent egress decisions, newest first: ``limit``
+        of them (1 to 1000; sandboxd's default is 100). sandboxd keeps the
+        last 1000 per sandbox in memory; a sandbox not in "proxy" has
+        none."""
+        path = "/v1/sandboxes/" + _q(sandbox_id) + "/egress"
+        if limit is not None:
+            n = cast(object, limit)  # the hint is not checked at run time
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise InvalidArgument(f"limit is {limit!r}; pass a whole number from 1 to 1000, or None for the default", status=0)
+            path += "?limit=" + str(limit)
+        return [EgressRecord.from_json(d) for d in self._list(self._do("GET", path, want=200, timeout=timeout))]
 
     # --- runs --------------------------------------------------------------
 

@@ -52,7 +52,9 @@ class Resources:
 @dataclass(frozen=True)
 class Sandbox:
     """A sandbox as the API reports it. ``state`` is running, stopped, paused
-    or gone; ``workspace`` is the workspace root as tools see it."""
+    or gone; ``workspace`` is the workspace root as tools see it;
+    ``network`` is none, bridge or proxy ("" from a sandboxd older than
+    network mode proxy)."""
 
     id: str
     conversation: str
@@ -62,6 +64,7 @@ class Sandbox:
     created_at: Optional[_dt.datetime]
     workspace: str = ""
     deployment: str = ""
+    network: str = ""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Sandbox":
@@ -74,7 +77,127 @@ class Sandbox:
             created_at=parse_time(d.get("created_at")),
             workspace=str(d.get("workspace", "")),
             deployment=str(d.get("deployment", "")),
+            network=str(d.get("network", "")),
         )
+
+
+def _strs(v: Any) -> List[str]:
+    """v as a JSON array of strings ([] when it is not an array)."""
+    return [str(x) for x in _items(v)]
+
+
+@dataclass(frozen=True)
+class EgressLayer:
+    """One level of a proxy sandbox's egress policy: ``name`` is deployment,
+    tenant or sandbox. A connection must pass every level; a level that
+    does not ``restricts`` names no destination of its own and lets through
+    what the others allow."""
+
+    name: str
+    allow: List[str] = field(default_factory=list[str])
+    deny: List[str] = field(default_factory=list[str])
+    restricts: bool = False
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "EgressLayer":
+        return cls(
+            name=str(d.get("name", "")),
+            allow=_strs(d.get("allow")),
+            deny=_strs(d.get("deny")),
+            restricts=bool(d.get("restricts", False)),
+        )
+
+
+@dataclass(frozen=True)
+class NetworkStatus:
+    """A sandbox's network as ``GET /v1/sandboxes/{id}/network`` reports it.
+
+    For ``none`` and ``bridge`` only ``network`` says anything. For
+    ``proxy``: ``allow`` and ``deny`` are the sandbox's own lists;
+    ``allowed`` the host rules every level allows (what a refusal offers);
+    ``layers`` the levels outermost first; ``not_effective`` the sandbox's
+    allow rules an outer level refuses (a sandbox narrows its tenant's
+    policy, never widens it); ``secrets`` the names of the secrets sandboxd
+    adds; ``proxy`` the proxy's URL inside the sandbox ("" until a tool call
+    has reached it)."""
+
+    network: str
+    proxy: str = ""
+    allow: List[str] = field(default_factory=list[str])
+    deny: List[str] = field(default_factory=list[str])
+    allowed: List[str] = field(default_factory=list[str])
+    layers: List[EgressLayer] = field(default_factory=list[EgressLayer])
+    not_effective: List[str] = field(default_factory=list[str])
+    secrets: List[str] = field(default_factory=list[str])
+    open_connections: int = 0
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "NetworkStatus":
+        return cls(
+            network=str(d.get("network", "")),
+            proxy=str(d.get("proxy", "")),
+            allow=_strs(d.get("allow")),
+            deny=_strs(d.get("deny")),
+            allowed=_strs(d.get("allowed")),
+            layers=[EgressLayer.from_json(_obj(x)) for x in _items(d.get("layers"))],
+            not_effective=_strs(d.get("not_effective")),
+            secrets=_strs(d.get("secrets")),
+            open_connections=int(d.get("open_connections") or 0),
+        )
+
+    def layer(self, name: str) -> Optional[EgressLayer]:
+        """The level of that name (deployment, tenant or sandbox), or None."""
+        return next((x for x in self.layers if x.name == name), None)
+
+
+@dataclass(frozen=True)
+class EgressRecord:
+    """One egress decision of a proxy sandbox. ``kind`` is connect (a
+    tunnel), intercept (a request in a tunnel opened to add a secret) or
+    http (a plain-HTTP request); ``decision`` is allow or deny and
+    ``reason`` says why; ``addr`` is the address connected to and ``rule``
+    the rule that decided, when there was one; ``secrets`` are names only."""
+
+    time: Optional[_dt.datetime]
+    host: str
+    port: int
+    kind: str
+    decision: str
+    reason: str = ""
+    tenant: str = ""
+    sandbox: str = ""
+    conversation: str = ""
+    addr: str = ""
+    rule: str = ""
+    secrets: List[str] = field(default_factory=list[str])
+    bytes_up: int = 0
+    bytes_down: int = 0
+    duration_ms: int = 0
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "EgressRecord":
+        return cls(
+            time=parse_time(d.get("time")),
+            host=str(d.get("host", "")),
+            port=int(d.get("port") or 0),
+            kind=str(d.get("kind", "")),
+            decision=str(d.get("decision", "")),
+            reason=str(d.get("reason", "")),
+            tenant=str(d.get("tenant", "")),
+            sandbox=str(d.get("sandbox", "")),
+            conversation=str(d.get("conversation", "")),
+            addr=str(d.get("addr", "")),
+            rule=str(d.get("rule", "")),
+            secrets=_strs(d.get("secrets")),
+            bytes_up=int(d.get("bytes_up") or 0),
+            bytes_down=int(d.get("bytes_down") or 0),
+            duration_ms=int(d.get("duration_ms") or 0),
+        )
+
+    @property
+    def allowed(self) -> bool:
+        """Whether the connection or request was let through."""
+        return self.decision == "allow"
 
 
 @dataclass(frozen=True)

@@ -188,6 +188,75 @@ class AgainstDaemon(unittest.TestCase):
         self.assertTrue(res.is_error)
         self.assertIn("path", res.text)
 
+    # --- network ------------------------------------------------------------
+
+    def test_network_of_a_sandbox_not_in_proxy(self) -> None:
+        st = self.client.network(self.sandbox.id)
+        self.assertEqual(st.network, self.sandbox.network)
+        self.assertEqual(self.client.get_sandbox(self.sandbox.id).network, self.sandbox.network)
+        if self.sandbox.network == "proxy":
+            self.skipTest("this sandboxd makes proxy sandboxes by default (default_network); nothing to refuse")
+        self.assertEqual((st.allow, st.layers, st.secrets), ([], [], []))
+        with self.assertRaises(sandboxd.FailedPrecondition) as cm:
+            self.client.set_network(self.sandbox.id, ["pypi.org"])
+        self.assertEqual(cm.exception.status, 412)
+        self.assertIn('"proxy"', str(cm.exception))
+        self.assertEqual(self.client.egress(self.sandbox.id), [])
+
+    def test_proxy_sandbox_policy_and_egress(self) -> None:
+        conversation = self.conversation + "-proxy"
+        if self.sandbox.backend == "host":
+            # The host backend shares the machine's network, so it refuses a
+            # policy it could not enforce.
+            with self.assertRaises(sandboxd.InvalidArgument) as cm:
+                self.client.create_sandbox(conversation, image=IMAGE, network="proxy", egress_allow=["pypi.org"])
+            self.assertIn("the host backend cannot take a sandbox off the network", str(cm.exception))
+            return
+        sb = self.client.create_sandbox(conversation, image=IMAGE, network="proxy", egress_allow=["pypi.org"])
+        self.addCleanup(self.client.delete_sandbox, sb.id)
+        self.assertEqual(sb.network, "proxy")
+        self.assertEqual(self.client.get_sandbox(sb.id).network, "proxy")
+
+        st = self.client.network(sb.id)
+        self.assertEqual((st.network, st.allow, st.deny), ("proxy", ["pypi.org"], []))
+        self.assertEqual([x.name for x in st.layers], ["deployment", "tenant", "sandbox"])
+        own = st.layer("sandbox")
+        assert own is not None
+        self.assertEqual((own.allow, own.restricts), (["pypi.org"], True))
+        if not any(x.restricts for x in st.layers[:2]):
+            # Outer levels that name nothing let the sandbox's own list decide.
+            self.assertEqual((st.allowed, st.not_effective), (["pypi.org"], []))
+
+        run = self.client.create_run(conversation)
+        self.addCleanup(self.client.delete_run, run.id)
+        refused = self.client.call_tool(run.id, "shell", {"command": "curl -sS --fail-with-body http://not-allowed.test/hello"})
+        self.assertIn("sandboxd: egress to not-allowed.test:80 is not allowed for this sandbox; allowed: " + ", ".join(st.allowed), refused.text)
+
+        st = self.client.set_network(sb.id, ["github.com", "*.githubusercontent.com"], deny=["gist.github.com"])
+        self.assertEqual((st.allow, st.deny), (["github.com", "*.githubusercontent.com"], ["gist.github.com"]))
+        again = self.client.network(sb.id)
+        self.assertEqual((again.allow, again.deny), (st.allow, st.deny))
+        own = again.layer("sandbox")
+        assert own is not None
+        self.assertEqual((own.allow, own.deny), (st.allow, st.deny))
+        # The program sees the new policy at once: the refusal offers it.
+        refused = self.client.call_tool(run.id, "shell", {"command": "curl -sS --fail-with-body http://pypi.org/simple/"})
+        self.assertIn("sandboxd: egress to pypi.org:80 is not allowed for this sandbox; allowed: " + ", ".join(again.allowed), refused.text)
+        self.assertNotIn("pypi.org", again.allowed)
+
+        recs = self.client.egress(sb.id, limit=10)
+        self.assertEqual([(r.host, r.port, r.decision) for r in recs[:2]], [("pypi.org", 80, "deny"), ("not-allowed.test", 80, "deny")])
+        for r in recs[:2]:
+            self.assertEqual((r.kind, r.sandbox, r.conversation, r.allowed), ("http", sb.id, conversation, False))
+            self.assertTrue(r.reason, r)
+            self.assertIsNotNone(r.time)
+        assert recs[0].time is not None and recs[1].time is not None
+        self.assertGreaterEqual(recs[0].time, recs[1].time)
+        self.assertEqual(len(self.client.egress(sb.id, limit=1)), 1)
+        with self.assertRaises(sandboxd.InvalidArgument) as cm:
+            self.client.egress(sb.id, limit=5000)
+        self.assertIn("1 to 1000", str(cm.exception))
+
     # --- errors ------------------------------------------------------------
 
     def test_unknown_run_is_not_found(self) -> None:
