@@ -28,6 +28,8 @@ var pythonTests = []string{
 	"test_ask_user_answered_through_the_space_stream",
 	"test_example_agent_loop_runs",
 	"test_pip_install_without_an_index",
+	"test_network_of_a_sandbox_not_in_proxy",
+	"test_proxy_sandbox_policy_and_egress",
 }
 
 // TestPythonClient runs clients/python's unittest suite (and through it the

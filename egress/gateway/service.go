@@ -186,10 +186,10 @@ func (g *Gateway) statusLocked(b *box) Status {
 		Secrets:         nonNil(b.secrets),
 		OpenConnections: b.gate.Open(),
 	}
-	// The outer levels alone, as if the sandbox allowed everything; named,
-	// so that outer levels that name nothing leave the sandbox's rules in
-	// effect rather than refusing them all.
-	outer := g.effective(b.tenant, layer{policy: egress.Unrestricted(), named: true})
+	// The outer levels alone, as if the sandbox allowed everything (outer
+	// levels that name nothing allow nothing, so then none of the
+	// sandbox's rules is in effect).
+	outer := g.effective(b.tenant, layer{policy: egress.Unrestricted()})
 	for _, a := range b.own.allow {
 		r, err := egress.ParseRule(a)
 		if err != nil || r.IsCIDR() {

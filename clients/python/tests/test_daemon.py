@@ -224,13 +224,17 @@ class AgainstDaemon(unittest.TestCase):
         assert own is not None
         self.assertEqual((own.allow, own.restricts), (["pypi.org"], True))
         if not any(x.restricts for x in st.layers[:2]):
-            # Outer levels that name nothing let the sandbox's own list decide.
-            self.assertEqual((st.allowed, st.not_effective), (["pypi.org"], []))
+            # Where the operator names nothing, nothing is allowed: the
+            # sandbox's own list opens nothing by itself.
+            self.assertEqual((st.allowed, st.not_effective), ([], ["pypi.org"]))
+
+        def offered(status: "sandboxd.NetworkStatus") -> str:
+            return "allowed: " + ", ".join(status.allowed) if status.allowed else "nothing is allowed"
 
         run = self.client.create_run(conversation)
         self.addCleanup(self.client.delete_run, run.id)
         refused = self.client.call_tool(run.id, "shell", {"command": "curl -sS --fail-with-body http://not-allowed.test/hello"})
-        self.assertIn("sandboxd: egress to not-allowed.test:80 is not allowed for this sandbox; allowed: " + ", ".join(st.allowed), refused.text)
+        self.assertIn("sandboxd: egress to not-allowed.test:80 is not allowed for this sandbox; " + offered(st), refused.text)
 
         st = self.client.set_network(sb.id, ["github.com", "*.githubusercontent.com"], deny=["gist.github.com"])
         self.assertEqual((st.allow, st.deny), (["github.com", "*.githubusercontent.com"], ["gist.github.com"]))
@@ -241,7 +245,7 @@ class AgainstDaemon(unittest.TestCase):
         self.assertEqual((own.allow, own.deny), (st.allow, st.deny))
         # The program sees the new policy at once: the refusal offers it.
         refused = self.client.call_tool(run.id, "shell", {"command": "curl -sS --fail-with-body http://pypi.org/simple/"})
-        self.assertIn("sandboxd: egress to pypi.org:80 is not allowed for this sandbox; allowed: " + ", ".join(again.allowed), refused.text)
+        self.assertIn("sandboxd: egress to pypi.org:80 is not allowed for this sandbox; " + offered(again), refused.text)
         self.assertNotIn("pypi.org", again.allowed)
 
         recs = self.client.egress(sb.id, limit=10)
