@@ -24,6 +24,11 @@ type Egress struct {
 	// CAFiles are PEM files of more authorities the upstream servers of
 	// intercepted hosts may be signed by, beside the system's.
 	CAFiles []string `yaml:"ca_files"`
+	// CADir holds the certificate authority sandboxd intercepts with
+	// (ca.crt, ca.key; made there once when missing). Default: the data
+	// dir's egress/. Replicas share one through a mounted Secret, so that a
+	// sandbox trusts whichever replica serves it.
+	CADir string `yaml:"ca_dir"`
 	// MaxConnections caps the connections one sandbox has open through the
 	// proxy (default 256).
 	MaxConnections int `yaml:"max_connections"`

@@ -1,9 +1,11 @@
 package egress
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -44,7 +46,7 @@ const (
 type Authority struct {
 	cert    *x509.Certificate
 	certPEM []byte
-	key     *ecdsa.PrivateKey
+	key     crypto.Signer // ECDSA when sandboxd made it; RSA or ECDSA when given (ca_dir)
 
 	// mu guards leaves.
 	mu     sync.Mutex
@@ -92,9 +94,14 @@ func loadAuthority(dir string) (*Authority, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the egress CA in %s is unusable (%v); remove %s and %s to create a new one, then restart the sandboxes", dir, err, caCertFile, caKeyFile)
 	}
-	key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("the egress CA key in %s is not an ECDSA key; remove %s and %s to create a new one", dir, caCertFile, caKeyFile)
+	var key crypto.Signer
+	switch k := pair.PrivateKey.(type) {
+	case *ecdsa.PrivateKey:
+		key = k
+	case *rsa.PrivateKey:
+		key = k // what Helm's genCA makes for a chart-provided CA
+	default:
+		return nil, fmt.Errorf("the egress CA key in %s is neither ECDSA nor RSA; remove %s and %s to create a new one", dir, caCertFile, caKeyFile)
 	}
 	cert, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -91,6 +92,9 @@ func parseConfig(cfg *config.Config) (*parsed, error) {
 		return nil, fmt.Errorf("egress.max_connections: %d is negative; give a positive number or leave it out for %d", e.MaxConnections, config.DefaultEgressMaxConnections)
 	case e.IdleTimeout < 0 || e.ConnectTimeout < 0:
 		return nil, fmt.Errorf("egress.idle_timeout: it and connect_timeout must be positive durations, such as \"5m\"; leave them out for the defaults")
+	}
+	if e.CADir != "" && !filepath.IsAbs(e.CADir) {
+		return nil, fmt.Errorf("egress.ca_dir: %q is not an absolute path; give the directory holding ca.crt and ca.key from the root", e.CADir)
 	}
 	for name, addrs := range e.Hosts {
 		key := strings.ToLower(strings.TrimSuffix(name, "."))

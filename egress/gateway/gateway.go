@@ -100,9 +100,13 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	dir := filepath.Join(o.DataDir, "egress")
-	ca, err := egress.LoadOrCreateAuthority(dir)
+	caDir := dir
+	if cfg.Egress.CADir != "" {
+		caDir = cfg.Egress.CADir
+	}
+	ca, err := egress.LoadOrCreateAuthority(caDir)
 	if err != nil {
-		return nil, fmt.Errorf("the egress CA in %s cannot be loaded or made: %w", dir, err)
+		return nil, fmt.Errorf("egress.ca_dir: the CA in %s cannot be loaded or made: %w", caDir, err)
 	}
 	g := &Gateway{log: log, conf: conf, ca: ca, dir: filepath.Join(dir, "policies"), annotate: o.Annotate, metrics: newCollector(), boxes: map[string]*box{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())

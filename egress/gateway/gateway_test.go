@@ -35,6 +35,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"egress: {ca_files: ['" + filepath.Join(dir, "missing.pem") + "']}", "egress.ca_files[0]:"},
 		{"egress: {ca_files: ['" + notPEM + "']}", "holds no PEM certificate"},
 		{"egress: {max_connections: -1}", "egress.max_connections:"},
+		{"egress: {ca_dir: relative/dir}", "egress.ca_dir:"},
 		{"secrets: [{name: GH, hosts: [a.test], value_env: X}]", "secrets[0].name:"},
 		{"secrets: [{name: gh, value_env: X}]", "secrets[0].hosts: is empty"},
 		{"secrets: [{name: gh, hosts: [a.test]}]", "give exactly one of value_file and value_env"},
@@ -296,5 +297,27 @@ func TestPolicyChangeFollowsTheSandbox(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "egress", "policies", info.ID+".json")); err != nil {
 		t.Fatalf("without labels the change is not in the data dir: %v", err)
+	}
+}
+
+// Replicas given one ca_dir present one CA, whichever serves a sandbox.
+func TestSharedCADir(t *testing.T) {
+	shared := t.TempDir()
+	cfg := parseCfg(t, "egress: {allow: ['*'], ca_dir: '"+shared+"'}")
+	a, err := New(cfg, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := New(cfg, Options{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if string(a.CertPEM()) != string(b.CertPEM()) {
+		t.Fatal("two replicas with one ca_dir present different CAs")
+	}
+	if _, err := os.Stat(filepath.Join(shared, "ca.key")); err != nil {
+		t.Fatalf("the CA is not in ca_dir: %v", err)
 	}
 }

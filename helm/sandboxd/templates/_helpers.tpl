@@ -49,6 +49,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s-peer" (include "sandboxd.fullname" .) -}}
 {{- end -}}
 
+{{- define "sandboxd.egressCASecretName" -}}
+{{- printf "%s-egress-ca" (include "sandboxd.fullname" .) -}}
+{{- end -}}
+
 {{- define "sandboxd.peersServiceName" -}}
 {{- printf "%s-peers" (include "sandboxd.fullname" .) -}}
 {{- end -}}
