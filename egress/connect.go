@@ -25,14 +25,8 @@ var tlsAccessDenied = []byte{21, 3, 3, 0, 2, 2, 49}
 // answer 200, check the ClientHello names the host, then splice the tunnel
 // or, when a secret names the host, intercept it.
 func (s *session) connect(ctx context.Context, req *http.Request) {
-	start := time.Now()
-	d := Decision{Time: start, Kind: "connect"}
-	up0, down0 := s.markUp, s.markDown
-	defer func() {
-		d.BytesUp, d.BytesDown = s.c.up.Load()-up0, s.c.down.Load()-down0
-		d.Duration = time.Since(start)
-		s.g.record(d)
-	}()
+	d, finish := s.begin("connect")
+	defer finish()
 	host, port, err := splitHostPort(req.RequestURI, 0)
 	if err != nil {
 		d.Reason = "bad CONNECT target: " + err.Error()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"time"
 )
 
 // plainHTTP serves one plain-HTTP proxied request and reports whether the
@@ -12,14 +11,8 @@ import (
 // a kept upstream connection is reused only for the same host and port,
 // after its address is decided again.
 func (s *session) plainHTTP(ctx context.Context, req *http.Request, hh hostField, ups *upstreams) bool {
-	start := time.Now()
-	d := Decision{Time: start, Kind: "http"}
-	up0, down0 := s.markUp, s.markDown
-	defer func() {
-		d.BytesUp, d.BytesDown = s.c.up.Load()-up0, s.c.down.Load()-down0
-		d.Duration = time.Since(start)
-		s.g.record(d)
-	}()
+	d, finish := s.begin("http")
+	defer finish()
 	refuse := func(status int, reason, sentence string) bool {
 		d.Reason = reason
 		writeRefusal(s.c, status, sentence)

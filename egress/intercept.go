@@ -63,15 +63,10 @@ func (s *session) intercept(ctx context.Context, target dest, up net.Conn, hello
 // interceptRequest serves one request inside an intercepted tunnel and
 // reports whether the tunnel may carry another.
 func (s *session) interceptRequest(ctx context.Context, req *http.Request, hh hostField, target dest, first *net.Conn, ups *upstreams, cl clientSide) bool {
-	start := time.Now()
 	label := destLabel(target.host, target.port)
-	d := Decision{Time: start, Kind: "intercept", Host: target.host, Port: target.port, Addr: target.addrPort()}
-	up0, down0 := s.markUp, s.markDown
-	defer func() {
-		d.BytesUp, d.BytesDown = s.c.up.Load()-up0, s.c.down.Load()-down0
-		d.Duration = time.Since(start)
-		s.g.record(d)
-	}()
+	d, finish := s.begin("intercept")
+	defer finish()
+	d.Host, d.Port, d.Addr = target.host, target.port, target.addrPort()
 	refuse := func(status int, reason, sentence string) bool {
 		d.Reason = reason
 		writeRefusal(cl.conn, status, sentence)

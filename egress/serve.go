@@ -27,6 +27,20 @@ type session struct {
 	markUp, markDown int64
 }
 
+// begin starts the record of one decision of kind, from the current
+// request's start (mark); finish fills in its bytes and duration and
+// records it.
+func (s *session) begin(kind string) (d *Decision, finish func()) {
+	start := time.Now()
+	d = &Decision{Time: start, Kind: kind}
+	up0, down0 := s.markUp, s.markDown
+	return d, func() {
+		d.BytesUp, d.BytesDown = s.c.up.Load()-up0, s.c.down.Load()-down0
+		d.Duration = time.Since(start)
+		s.g.record(*d)
+	}
+}
+
 // mark notes the byte counts at the start of a request.
 func (s *session) mark() { s.markUp, s.markDown = s.c.up.Load(), s.c.down.Load() }
 
