@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxd/sandboxd/tools/toolstest"
 )
@@ -106,6 +107,36 @@ func TestPythonVenv(t *testing.T) {
 	h.put("app.py", "import sys\nimport onlyinvenv\nprint(onlyinvenv.WHERE, sys.prefix)\nx = 1\n")
 	h.ok(op("breakpoints", "file", "app.py", "lines", []int{h.line("app.py", "x = 1")}))
 	h.ok(op("launch", "program", "app.py"), "Stopped: breakpoint", h.at("app.py", "x = 1"))
-	h.ok(op("output"), "venv", "/.venv")
+	h.outputHas("venv", "/.venv")
 	h.ok(op("evaluate", "expression", "onlyinvenv.WHERE"), "'venv'")
+}
+
+// outputHas reads the debuggee's output until it has shown every want: the
+// adapter sends a print's output event on its own, so it may come a moment
+// after the stop that followed the print.
+func (h *harness) outputHas(want ...string) {
+	h.t.Helper()
+	var seen strings.Builder
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, isErr := h.call(op("output"))
+		if isErr {
+			h.t.Fatalf("debug output: %s", out)
+		}
+		seen.WriteString(out)
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(seen.String(), w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the debuggee's output lacks %q after 10 s:\n%s", missing, seen.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
