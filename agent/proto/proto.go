@@ -8,7 +8,8 @@
 // JSON document (at most MaxFrame bytes). For the streaming ops (OpAttach,
 // OpDial) the stream carries raw bytes after the response frame; after
 // OpWatch's it carries frames both ways: WatchEvent from the agent,
-// WatchControl from sandboxd. With Request.Raw (when the daemon
+// WatchControl from sandboxd; after OpProcFollow's, ProcFrame frames from
+// the agent (procs.go). With Request.Raw (when the daemon
 // advertises HelloResponse.RawData) file data travels as raw frames
 // after the JSON frame instead of base64 inside it (raw.go).
 //
@@ -89,6 +90,17 @@ type Request struct {
 	Watch      *WatchRequest      `json:"watch,omitempty"`
 	SetEnv     *SetEnvRequest     `json:"set_env,omitempty"`
 	Egress     *EgressRequest     `json:"egress,omitempty"`
+
+	// The long-lived processes' ops (procs.go).
+	ProcStart  *ProcStartRequest  `json:"proc_start,omitempty"`
+	ProcGet    *ProcGetRequest    `json:"proc_get,omitempty"`
+	ProcList   *ProcListRequest   `json:"proc_list,omitempty"`
+	ProcOutput *ProcOutputRequest `json:"proc_output,omitempty"`
+	ProcFollow *ProcFollowRequest `json:"proc_follow,omitempty"`
+	ProcInput  *ProcInputRequest  `json:"proc_input,omitempty"`
+	ProcResize *ProcResizeRequest `json:"proc_resize,omitempty"`
+	ProcSignal *ProcSignalRequest `json:"proc_signal,omitempty"`
+	ProcKill   *ProcKillRequest   `json:"proc_kill,omitempty"`
 }
 
 // Response is the first frame the agent writes back. Error is set when the
@@ -111,6 +123,10 @@ type Response struct {
 	List      *ListResponse      `json:"list,omitempty"`
 	Watch     *WatchResponse     `json:"watch,omitempty"`
 	Egress    *EgressResponse    `json:"egress,omitempty"`
+	// Proc answers proc_start, proc_get, proc_follow and proc_kill.
+	Proc       *ProcInfo           `json:"proc,omitempty"`
+	ProcList   *ProcListResponse   `json:"proc_list,omitempty"`
+	ProcOutput *ProcOutputResponse `json:"proc_output,omitempty"`
 	// Output is set, alone, on the frames a streamed exec writes before
 	// its response (ExecRequest.Stream).
 	Output *ExecOutput `json:"output,omitempty"`
@@ -151,6 +167,10 @@ type HelloResponse struct {
 	// Egress says the daemon takes OpEgress. An older daemon rejects it
 	// as an unknown op; a sandbox in network mode "proxy" needs it.
 	Egress bool `json:"egress,omitempty"`
+	// Processes says the daemon takes the proc_ ops (procs.go). An older
+	// daemon rejects them as unknown ops; the client refuses to send them
+	// without asking.
+	Processes bool `json:"processes,omitempty"`
 }
 
 // ReuseIdle is how long a client keeps an idle reusable stream; the daemon
