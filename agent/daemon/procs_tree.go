@@ -10,6 +10,7 @@ import (
 // procEntry is one process as /proc/<pid>/stat shows it.
 type procEntry struct {
 	pid, ppid int
+	pgid, sid int // process group and session
 	zombie    bool
 }
 
@@ -48,7 +49,7 @@ func procSnapshot() []procEntry {
 	return out
 }
 
-// readStat parses "pid (comm) S ppid ..."; comm may hold spaces and
+// readStat parses "pid (comm) S ppid pgrp session ..."; comm may hold spaces and
 // parentheses, so the fields are counted from the last ')'.
 func readStat(pid int, buf []byte) (procEntry, bool) {
 	fd, errno := rawOpen("/proc/"+strconv.Itoa(pid)+"/stat", syscall.O_RDONLY)
@@ -66,14 +67,16 @@ func readStat(pid int, buf []byte) (procEntry, bool) {
 		return procEntry{}, false
 	}
 	f := bytes.Fields(b[i+1:])
-	if len(f) < 2 {
+	if len(f) < 4 {
 		return procEntry{}, false
 	}
 	ppid, err := strconv.Atoi(string(f[1]))
 	if err != nil {
 		return procEntry{}, false
 	}
-	return procEntry{pid: pid, ppid: ppid, zombie: f[0][0] == 'Z' || f[0][0] == 'X'}, true
+	pgid, _ := strconv.Atoi(string(f[2]))
+	sid, _ := strconv.Atoi(string(f[3]))
+	return procEntry{pid: pid, ppid: ppid, pgid: pgid, sid: sid, zombie: f[0][0] == 'Z' || f[0][0] == 'X'}, true
 }
 
 // descendants lists the processes below root in snap, zombies apart.
