@@ -30,8 +30,8 @@ const (
 type ClientOption func(*Client)
 
 // WithOpTimeouts sets the deadlines of the quick operations and of the file
-// operations (default 30 s and 2 min); exec and wait always get their own
-// timeout plus a minute.
+// operations (default 30 s and 2 min); exec, wait and proc_get always get
+// their own timeout plus a minute.
 func WithOpTimeouts(quick, file time.Duration) ClientOption {
 	return func(c *Client) { c.quick, c.file = quick, file }
 }
@@ -51,6 +51,12 @@ func (c *Client) opTimeout(req *proto.Request) time.Duration {
 		var t time.Duration
 		if req.Wait != nil {
 			t = req.Wait.Timeout
+		}
+		return t + opGrace
+	case proto.OpProcGet:
+		var t time.Duration
+		if req.ProcGet != nil {
+			t = req.ProcGet.Wait
 		}
 		return t + opGrace
 	case proto.OpDial:

@@ -15,8 +15,9 @@ import (
 
 // processService runs the sandbox's commands: exec (a command to completion,
 // procs_exec.go, below a supervisor when supervised, procs_supervised.go),
-// the long-lived processes the daemon owns (spawn, attach, signal, wait,
-// list; procs_table.go) and the sandbox's environment every command starts
+// the long-lived processes the daemon owns: spawned ones (spawn, attach,
+// signal, wait, list; procs_table.go) and started ones with an output ring
+// (the proc_ ops; procs_long*.go), and the sandbox's environment every command starts
 // with (set_env; procs_env.go). It owns every process it starts, each in a
 // process group of its own, and reaps them (procs_reaper.go).
 //
@@ -35,6 +36,7 @@ type processService struct {
 	supervise bool   // exec runs every command under `self contain`
 	reaper    reaper
 	table     *procTable
+	long      *longTable    // the proc_start processes
 	env       *sandboxEnv   // what every command gets under its own env
 	guard     *pidGuard     // nil: no pids limit to keep a reserve of, or exec is not supervised
 	guardDone chan struct{} // closed by stop, ends the guard's watch
@@ -71,6 +73,7 @@ func newProcessService(o options) *processService {
 	}
 	ps.table = newProcTable(ps.reaper, o.bufferSize, o.retainCount, o.retainFor)
 	ps.table.self = o.self
+	ps.long = newLongTable(o.log, ps.reaper, o.stateDir, o.retainFor)
 	ps.supervise = supervise && o.self != ""
 	if ps.supervise {
 		if ps.guard = newPidGuard(); ps.guard != nil {
@@ -89,6 +92,7 @@ func (ps *processService) register(t opTable) {
 	// A list without a body lists every process.
 	t.add(proto.OpList, ps.list)
 	addBody(t, proto.OpSetEnv, func(r *proto.Request) *proto.SetEnvRequest { return r.SetEnv }, ps.setEnv)
+	ps.registerLong(t)
 }
 
 func (ps *processService) serveExec(ctx context.Context, rq *request, r *proto.ExecRequest) (*proto.Response, func(), error) {
@@ -158,10 +162,11 @@ func (ps *processService) stop() {
 	close(ps.guardDone)
 }
 
-// close kills every spawned process group and waits (bounded) until they
-// and the killed execs are reaped, then stops the reaper; after stop.
+// close kills every started process tree and spawned process group and
+// waits (bounded) until they and the killed execs are reaped, then stops
+// the reaper; after stop.
 func (ps *processService) close() error {
-	err := errors.Join(ps.table.killAll(5*time.Second), ps.waitExecs(5*time.Second))
+	err := errors.Join(ps.long.killAll(5*time.Second), ps.table.killAll(5*time.Second), ps.waitExecs(5*time.Second))
 	ps.reaper.stop()
 	return err
 }
