@@ -156,7 +156,7 @@ func (s *Server) openAPIDoc() http.Handler {
 // set of values of the route label in metrics.
 func routeTable() []route {
 	const (
-		sb, runs, qs, ops, mcpTag = "sandboxes", "runs", "questions", "operations", "mcp"
+		sb, runs, qs, ops, mcpTag, procs = "sandboxes", "runs", "questions", "operations", "mcp", "processes"
 	)
 	bad, unauth, missing, conflict, precond, exhausted, unavail, timeout := 400, 401, 404, 409, 412, 429, 503, 504
 	accept := openapi.Param{Name: "Accept", Description: "text/event-stream asks for the answer as a Server-Sent Events stream."}
@@ -181,6 +181,33 @@ func routeTable() []route {
 		{scope: ScopeSandbox, serve: authed((*Server).listEgress), Route: openapi.Route{Method: "GET", Path: "/v1/sandboxes/{id}/egress", ID: "listEgress", Tags: []string{sb}, Summary: "A proxy sandbox's recent egress decisions, newest first.",
 			Query:     []openapi.Param{{Name: "limit", Description: "How many (1 to 1000, default 100)."}},
 			Responses: []openapi.Response{{Status: 200, Body: []gateway.Record{}}}, Errors: []int{bad, unauth, missing, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).listProcesses), Route: openapi.Route{Method: "GET", Path: "/v1/sandboxes/{id}/processes", ID: "listProcesses", Tags: []string{procs}, Summary: "The sandbox's long-lived processes, running and recently ended.",
+			Responses: []openapi.Response{{Status: 200, Body: []Process{}}}, Errors: []int{unauth, missing, precond, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).startProcess), Route: openapi.Route{Method: "POST", Path: "/v1/sandboxes/{id}/processes", ID: "startProcess", Tags: []string{procs}, Summary: "Start a process the sandbox keeps running (a server, a watcher, a terminal with pty).",
+			Description: "The process belongs to the sandbox: it outlives the request, the run, a dropped pipe and a sandboxd restart, and ends with the sandbox. 429 past the configured number of running processes.",
+			Body:        StartProcess{}, Responses: []openapi.Response{{Status: 201, Body: Process{}}}, Errors: []int{bad, unauth, missing, precond, exhausted, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).getProcess), Route: openapi.Route{Method: "GET", Path: "/v1/sandboxes/{id}/processes/{pid}", ID: "getProcess", Tags: []string{procs}, Summary: "A process: its state, exit code or signal, times.",
+			Responses: []openapi.Response{{Status: 200, Body: Process{}}}, Errors: []int{unauth, missing, precond, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).deleteProcess), Route: openapi.Route{Method: "DELETE", Path: "/v1/sandboxes/{id}/processes/{pid}", ID: "killProcess", Tags: []string{procs}, Summary: "Kill a process and every process it started.",
+			Responses: []openapi.Response{{Status: 204, Description: "Killed."}}, Errors: []int{unauth, missing, precond, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).processOutput), Route: openapi.Route{Method: "GET", Path: "/v1/sandboxes/{id}/processes/{pid}/output", ID: "processOutput", Tags: []string{procs}, Summary: "What a process printed since a byte offset.",
+			Description: "With Accept: text/event-stream the answer is a stream: output events as the process prints, a dropped event when the output buffer lost bytes, and one exit event. Reconnecting with since = an event's offset plus its text's length in bytes gives no gap and no repeat.",
+			Headers:     []openapi.Param{accept}, Query: []openapi.Param{{Name: "since", Description: "The byte offset to read from (a next cursor, or 0)."}},
+			Responses: []openapi.Response{{Status: 200, Body: ProcessOutput{},
+				StreamDesc: "Server-Sent Events: output, dropped and exit, with `: heartbeat` comments.",
+				Events: []openapi.Event{
+					{Name: EventProcessOutput, Data: OutputChunk{}, Description: "Text the process printed, at its byte offset."},
+					{Name: EventProcessDropped, Data: map[string]int64{}, Description: "Bytes lost before the next output (the buffer keeps the newest)."},
+					{Name: EventProcessExit, Data: ProcessExit{}, Description: "How the process ended; the last event."},
+					{Name: EventError, Data: StreamError{}, Description: "The follow ended early; reconnect with the last cursor."},
+				}}},
+			Errors: []int{bad, unauth, missing, precond, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).processInput), Route: openapi.Route{Method: "POST", Path: "/v1/sandboxes/{id}/processes/{pid}/input", ID: "processInput", Tags: []string{procs}, Summary: "Write to a process's stdin (keys, with a terminal).",
+			Body: ProcessInput{}, Responses: []openapi.Response{{Status: 204, Description: "Written."}}, Errors: []int{bad, unauth, missing, precond, unavail, timeout}}},
+		{scope: ScopeSandbox, serve: authed((*Server).signalProcess), Route: openapi.Route{Method: "POST", Path: "/v1/sandboxes/{id}/processes/{pid}/signal", ID: "signalProcess", Tags: []string{procs}, Summary: "Send a signal to a process's group.",
+			Body: ProcessSignal{}, Responses: []openapi.Response{{Status: 204, Description: "Sent."}}, Errors: []int{bad, unauth, missing, precond, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).resizeProcess), Route: openapi.Route{Method: "POST", Path: "/v1/sandboxes/{id}/processes/{pid}/resize", ID: "resizeProcess", Tags: []string{procs}, Summary: "Resize a process's terminal.",
+			Body: TermSize{}, Responses: []openapi.Response{{Status: 204, Description: "Resized."}}, Errors: []int{bad, unauth, missing, precond, unavail}}},
 		{scope: ScopeNone, serve: authed((*Server).whoami), Route: openapi.Route{Method: "GET", Path: "/v1/whoami", ID: "whoami", Tags: []string{ops}, Summary: "The tenant the token belongs to.",
 			Responses: []openapi.Response{{Status: 200, Body: WhoAmI{}}}, Errors: []int{unauth}}},
 		{scope: ScopeSandbox, serve: authed((*Server).deleteSandbox), Route: openapi.Route{Method: "DELETE", Path: "/v1/sandboxes/{id}", ID: "deleteSandbox", Tags: []string{sb}, Summary: "Stop everything in a sandbox and remove it.",

@@ -101,6 +101,8 @@ type Server struct {
 	questions   Questions
 	calls       Calls  // the call recorder (WithCalls); nil: GET /v1/runs/{id}/calls responds 503
 	egress      Egress // network mode "proxy" (WithEgress); nil: refused
+	procMax     int    // processes running at once per sandbox (WithProcesses; 0: the agent's default)
+	procRing    int64  // output kept per process (WithProcesses; 0: the agent's default)
 	runTokens   *RunTokens
 	onBuilt     []func(http.Handler)
 	mcp         *mcp.Handler // /v1/runs/{id}/mcp

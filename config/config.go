@@ -61,7 +61,8 @@ type Config struct {
 	Questions Questions `yaml:"questions"` // question port and workers per run (questions.go)
 	Debug     Debug     `yaml:"debug"`
 	LSP       LSP       `yaml:"lsp"`
-	Eval      Eval      `yaml:"eval"` // persistent kernels of the eval tool (eval.go)
+	Eval      Eval      `yaml:"eval"`      // persistent kernels of the eval tool (eval.go)
+	Processes Processes `yaml:"processes"` // long-lived processes (processes.go)
 
 	Kubernetes Kubernetes `yaml:"kubernetes"` // the kubernetes backend (kubernetes.go)
 	Containerd Containerd `yaml:"containerd"` // the containerd backend (containerd.go)

@@ -258,6 +258,7 @@ func (lv *leaves) buildEdges(ctx context.Context) (*edges, error) {
 		api.WithBodyLimits(cfg.Limits.MaxBodyBytes, cfg.Limits.MaxToolBodyBytes),
 		api.WithToolStream(cfg.Limits.StreamHeartbeat.D(), cfg.Limits.MaxStreamBytes),
 		api.WithEnvHooks(envHooks...), api.WithReadyNotes(lv.mgr.PoolProblems), api.WithRunTokens(lv.tokens),
+		api.WithProcesses(cfg.Processes.MaxRunning, cfg.Processes.RingBytes),
 	}, services...)...)
 	// A run that expires or ends with its parent drops its MCP sessions at
 	// once, not on their next use.

@@ -25,6 +25,8 @@ type config struct {
 	shellOutput    int           // bytes kept of each of stdout and stderr
 	patchFuzzLines int           // how far a hunk may have moved from its stated line
 	fileTimeout    time.Duration // deadline of one call's file operations in the sandbox
+	procMax        int           // processes running at once per sandbox (0: the agent's default)
+	procRing       int64         // output kept per process (0: the agent's default)
 	// beforeWrite runs between the read and the write of edit and
 	// apply_patch; tests use it to change a file in that window.
 	beforeWrite func()
@@ -62,6 +64,13 @@ func WithShellOutputBytes(n int) Option { return func(c *config) { c.shellOutput
 // it.
 func WithFileTimeout(d time.Duration) Option { return func(c *config) { c.fileTimeout = d } }
 
+// WithProcesses sets the process tool's limit of processes running at once
+// in a sandbox and the output kept per process (0: the agent's defaults, 32
+// and 4 MiB).
+func WithProcesses(maxRunning int, ringBytes int64) Option {
+	return func(c *config) { c.procMax, c.procRing = maxRunning, ringBytes }
+}
+
 // WithPatchFuzz sets how many lines away from its stated position a hunk may
 // be found (50). Content is never fuzzed.
 func WithPatchFuzz(lines int) Option { return func(c *config) { c.patchFuzzLines = lines } }
@@ -84,10 +93,11 @@ func newConfig(opts []Option) *config {
 	return c
 }
 
-// Tools returns read, write, edit, apply_patch and shell, in that order.
+// Tools returns read, write, edit, apply_patch, shell and process, in that
+// order.
 func Tools(opts ...Option) []tools.Tool {
 	c := newConfig(opts)
-	return []tools.Tool{&readTool{c}, &writeTool{c}, &editTool{c}, &patchTool{c}, &shellTool{c}}
+	return []tools.Tool{&readTool{c}, &writeTool{c}, &editTool{c}, &patchTool{c}, &shellTool{c}, &processTool{c: c}}
 }
 
 var (
