@@ -59,7 +59,7 @@ func (t *processTool) Spec() tools.Spec {
     "action":    {"type": "string", "enum": ["start", "list", "output", "input", "signal", "wait"], "description": "What to do."},
     "command":   {"type": "string", "minLength": 1, "description": "start: the command line, as typed into a shell."},
     "workdir":   {"type": "string", "minLength": 1, "description": "start: directory to run in (relative to the run's working directory, or absolute inside the workspace)."},
-    "env":       {"type": "object", "additionalProperties": {"type": "string"}, "description": "start: environment variables added to the sandbox's."},
+    "env":       {"type": "object", "description": "start: environment variables (name to string value) added to the sandbox's."},
     "pty":       {"type": "object", "properties": {"rows": {"type": "integer", "minimum": 1, "maximum": 1000}, "cols": {"type": "integer", "minimum": 1, "maximum": 1000}}, "required": ["rows", "cols"], "additionalProperties": false, "description": "start: run it in a terminal of this size."},
     "id":        {"type": "string", "minLength": 1, "description": "output, input, signal, wait: the process's id (p1, p2, ...)."},
     "since":     {"type": "integer", "minimum": 0, "description": "output: the cursor to read from (a next cursor an earlier answer gave)."},
