@@ -73,7 +73,7 @@ func newProcessService(o options) *processService {
 	}
 	ps.table = newProcTable(ps.reaper, o.bufferSize, o.retainCount, o.retainFor)
 	ps.table.self = o.self
-	ps.long = newLongTable(o.log, ps.reaper, o.stateDir, o.retainFor)
+	ps.long = newLongTable(o.log, ps.reaper, o.stateDir, o.retainFor, o.oomCounter)
 	ps.supervise = supervise && o.self != ""
 	if ps.supervise {
 		if ps.guard = newPidGuard(); ps.guard != nil {

@@ -110,8 +110,15 @@ type longTable struct {
 	closed bool
 }
 
-func newLongTable(log *slog.Logger, r reaper, stateDir string, retainFor time.Duration) *longTable {
-	t := &longTable{log: log, reaper: r, oom: findOOMCounter(), retainFor: retainFor, next: 1, byID: map[string]*longProc{}}
+// newLongTable makes the table; oomPath names the OOM kill count's file
+// ("": the cgroup the agent runs in).
+func newLongTable(log *slog.Logger, r reaper, stateDir string, retainFor time.Duration, oomPath string) *longTable {
+	t := &longTable{log: log, reaper: r, retainFor: retainFor, next: 1, byID: map[string]*longProc{}}
+	if oomPath != "" {
+		t.oom = &oomCounter{path: oomPath}
+	} else {
+		t.oom = findOOMCounter()
+	}
 	if stateDir != "" {
 		t.idPath = filepath.Join(stateDir, longIDFile)
 		var rec struct {

@@ -572,3 +572,30 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapInuse)
 }
+
+// Killing a process takes the processes it started whichever way they
+// left its group while their parent lives: background jobs, setsid,
+// nohup, many at once.
+func TestProcKillTakesEscapers(t *testing.T) {
+	_, c := startPair(t)
+	m := marker()
+	script := fmt.Sprintf(`sleep %[1]s &
+setsid sleep %[1]s &
+nohup sleep %[1]s >/dev/null 2>&1 &
+sh -c 'setsid sleep %[1]s & wait' &
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do setsid sleep %[1]s & done
+echo started
+wait`, m)
+	p := startProc(t, c, &proto.ProcStartRequest{Argv: []string{"sh", "-c", script}})
+	deadline := time.Now().Add(10 * time.Second)
+	for len(withArg(m)) < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of 20 sleeps started", len(withArg(m)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := c.ProcKill(testCtx(t), p.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitNone(t, m, 5*time.Second)
+}

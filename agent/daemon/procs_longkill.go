@@ -14,12 +14,14 @@ import (
 // killLongTree SIGKILLs a long-lived process and what it started: every
 // process in its group or session (both are the leader's pid, as it was
 // started with setsid), and every process below one of those, which finds
-// the ones that made sessions of their own while their parent lives. It
-// repeats until none is left or killBudget has passed, and returns how
-// many were still alive then. A process that left the group and the
-// session and whose parents have all exited is re-parented to the agent
-// (or the sandbox's init) and can no longer be told apart: that one is
-// missed.
+// the ones that made sessions of their own. It first stops them all
+// (SIGSTOP, until a look finds no member it has not stopped), so that none
+// forks a child or loses its parent while the tree is read; then kills
+// them, repeating until none is left or killBudget has passed, and
+// returns how many were still alive then. A process that had left the
+// group and the session and whose parents had all exited before the kill
+// is re-parented to the agent (or the sandbox's init) and can no longer be
+// told apart: that one is missed.
 func killLongTree(leader int) (remaining int) {
 	if leader <= 0 {
 		return 0
@@ -27,15 +29,27 @@ func killLongTree(leader int) (remaining int) {
 	self := os.Getpid()
 	buf := make([]byte, 512)
 	deadline := time.Now().Add(killBudget)
+	stopped := map[int]bool{}
+	for pass := 0; pass < stopPasses && time.Now().Before(deadline); pass++ {
+		fresh := 0
+		for _, e := range longTreeMembers(procSnapshot(), leader, self) {
+			if !stopped[e.pid] {
+				stopped[e.pid] = true
+				fresh++
+				signalSame(e, syscall.SIGSTOP, buf)
+			}
+		}
+		if fresh == 0 {
+			break
+		}
+	}
 	for {
-		live, members := longTreeMembers(procSnapshot(), leader, self)
+		live := longTreeMembers(procSnapshot(), leader, self)
 		if len(live) == 0 {
 			return 0
 		}
-		for _, pid := range live {
-			killIf(pid, buf, func(e procEntry) bool {
-				return e.pgid == leader || e.sid == leader || members[e.ppid] || e.pid == leader
-			})
+		for _, e := range live {
+			signalSame(e, syscall.SIGKILL, buf)
 		}
 		if time.Now().After(deadline) {
 			return len(live)
@@ -44,11 +58,14 @@ func killLongTree(leader int) (remaining int) {
 	}
 }
 
+// stopPasses bounds the looks for members not yet stopped (a tree that
+// forks faster than it is stopped is killed as it is then).
+const stopPasses = 50
+
 // longTreeMembers lists the live processes of leader's group, session and
-// their descendants (self never), and the set of every member, zombies
-// included (a zombie's children are still below it).
-func longTreeMembers(snap []procEntry, leader, self int) (live []int, members map[int]bool) {
-	members = map[int]bool{}
+// their descendants (self never), as snap shows them.
+func longTreeMembers(snap []procEntry, leader, self int) (live []procEntry) {
+	members := map[int]bool{}
 	children := map[int][]int{}
 	queue := []int{}
 	for _, e := range snap {
@@ -68,35 +85,34 @@ func longTreeMembers(snap []procEntry, leader, self int) (live []int, members ma
 			}
 		}
 	}
-	zombie := map[int]bool{}
 	for _, e := range snap {
-		zombie[e.pid] = e.zombie
-	}
-	for pid := range members {
-		if pid != self && !zombie[pid] {
-			live = append(live, pid)
+		if members[e.pid] && e.pid != self && !e.zombie {
+			live = append(live, e)
 		}
 	}
-	return live, members
+	return live
 }
 
-// killIf SIGKILLs pid if its stat, read while a pidfd pins it, still
-// passes ok: a pid reaped and reused since the snapshot is left alone.
-// Where pidfds are not allowed it falls back to kill(2).
-func killIf(pid int, buf []byte, ok func(procEntry) bool) bool {
-	fd, _, errno := syscall.RawSyscall(sysPidfdOpen, uintptr(pid), 0, 0)
+// signalSame sends sig to the process e describes if it is still that process:
+// a pidfd pins it while its start time is compared, so a pid reaped and
+// reused since the snapshot is left alone. Membership is not checked
+// again: a member whose parent this pass killed first has been re-parented
+// already, and is still to be killed. Where pidfds are not allowed it
+// falls back to kill(2).
+func signalSame(e procEntry, sig syscall.Signal, buf []byte) bool {
+	fd, _, errno := syscall.RawSyscall(sysPidfdOpen, uintptr(e.pid), 0, 0)
 	switch errno {
 	case 0:
 	case syscall.ENOSYS, syscall.EPERM:
-		return rawKill(pid, syscall.SIGKILL) == 0
+		return rawKill(e.pid, sig) == 0
 	default:
 		return false // gone
 	}
 	defer rawClose(int(fd))
-	if e, found := readStat(pid, buf); !found || !ok(e) {
+	if now, found := readStat(e.pid, buf); !found || now.start != e.start {
 		return false
 	}
-	_, _, errno = syscall.RawSyscall6(sysPidfdSendSignal, fd, uintptr(syscall.SIGKILL), 0, 0, 0, 0)
+	_, _, errno = syscall.RawSyscall6(sysPidfdSendSignal, fd, uintptr(sig), 0, 0, 0, 0)
 	return errno == 0
 }
 

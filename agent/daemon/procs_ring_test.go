@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"os"
 	"testing"
 )
 
@@ -80,5 +81,25 @@ func TestRingCountsChunkCost(t *testing.T) {
 	r.mu.Unlock()
 	if n > (64<<10)/ringChunkCost {
 		t.Fatalf("%d chunks held in a 64 KiB ring", n)
+	}
+}
+
+// The OOM kill count is read from either cgroup version's file.
+func TestOOMCounterReadsBothCgroupVersions(t *testing.T) {
+	dir := t.TempDir()
+	v2 := dir + "/memory.events"
+	v1 := dir + "/memory.oom_control"
+	os.WriteFile(v2, []byte("low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 0\n"), 0o644)
+	os.WriteFile(v1, []byte("oom_kill_disable 0\nunder_oom 0\noom_kill 7\n"), 0o644)
+	for path, want := range map[string]int64{v2: 2, v1: 7} {
+		if n, ok := (&oomCounter{path: path}).read(); !ok || n != want {
+			t.Errorf("%s: %d, %v; want %d", path, n, ok, want)
+		}
+	}
+	if _, ok := (&oomCounter{path: dir + "/none"}).read(); ok {
+		t.Error("a missing file read as a count")
+	}
+	if _, ok := (*oomCounter)(nil).read(); ok {
+		t.Error("no counter read as a count")
 	}
 }

@@ -10,7 +10,8 @@ import (
 // procEntry is one process as /proc/<pid>/stat shows it.
 type procEntry struct {
 	pid, ppid int
-	pgid, sid int // process group and session
+	pgid, sid int    // process group and session
+	start     uint64 // start time in clock ticks since boot: with pid, one process for good
 	zombie    bool
 }
 
@@ -49,7 +50,7 @@ func procSnapshot() []procEntry {
 	return out
 }
 
-// readStat parses "pid (comm) S ppid pgrp session ..."; comm may hold spaces and
+// readStat parses "pid (comm) S ppid pgrp session ... starttime ..."; comm may hold spaces and
 // parentheses, so the fields are counted from the last ')'.
 func readStat(pid int, buf []byte) (procEntry, bool) {
 	fd, errno := rawOpen("/proc/"+strconv.Itoa(pid)+"/stat", syscall.O_RDONLY)
@@ -76,7 +77,11 @@ func readStat(pid int, buf []byte) (procEntry, bool) {
 	}
 	pgid, _ := strconv.Atoi(string(f[2]))
 	sid, _ := strconv.Atoi(string(f[3]))
-	return procEntry{pid: pid, ppid: ppid, pgid: pgid, sid: sid, zombie: f[0][0] == 'Z' || f[0][0] == 'X'}, true
+	var start uint64
+	if len(f) > 19 {
+		start, _ = strconv.ParseUint(string(f[19]), 10, 64)
+	}
+	return procEntry{pid: pid, ppid: ppid, pgid: pgid, sid: sid, start: start, zombie: f[0][0] == 'Z' || f[0][0] == 'X'}, true
 }
 
 // descendants lists the processes below root in snap, zombies apart.

@@ -78,6 +78,7 @@ type options struct {
 	limits         readLimits
 	systemBundle   string        // the system's CA bundle the egress CA is added to
 	egressWait     time.Duration // how long a proxied connection waits for a session
+	oomCounter     string        // test-only: the file with the OOM kill count (procs_longkill.go)
 }
 
 // Option configures a Server.
