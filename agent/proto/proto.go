@@ -111,6 +111,7 @@ type Response struct {
 	List      *ListResponse      `json:"list,omitempty"`
 	Watch     *WatchResponse     `json:"watch,omitempty"`
 	Egress    *EgressResponse    `json:"egress,omitempty"`
+	Ports     *PortsResponse     `json:"ports,omitempty"` // OpPorts (ports.go)
 	// Output is set, alone, on the frames a streamed exec writes before
 	// its response (ExecRequest.Stream).
 	Output *ExecOutput `json:"output,omitempty"`
@@ -151,6 +152,8 @@ type HelloResponse struct {
 	// Egress says the daemon takes OpEgress. An older daemon rejects it
 	// as an unknown op; a sandbox in network mode "proxy" needs it.
 	Egress bool `json:"egress,omitempty"`
+	// Ports says the daemon takes OpPorts (ports.go).
+	Ports bool `json:"ports,omitempty"`
 }
 
 // ReuseIdle is how long a client keeps an idle reusable stream; the daemon
