@@ -85,9 +85,9 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu   sync.Mutex               // guards recs and cuts, and writing the file
-	recs map[string]record        // by preview id, expired ones dropped at each change
-	cuts map[string]cut           // by preview id
+	mu   sync.Mutex        // guards recs and cuts, and writing the file
+	recs map[string]record // by preview id, expired ones dropped at each change
+	cuts map[string]cut    // by preview id
 }
 
 // cut is closed when its preview is revoked; it is dropped once the
