@@ -148,10 +148,12 @@ func dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	if err6 == nil {
 		return c, nil
 	}
-	if refused(err6) {
-		return nil, fmt.Errorf("%w: %v", ErrNothingListens, err)
+	if ctx.Err() != nil {
+		return nil, err6
 	}
-	return nil, err6
+	// Refused on 127.0.0.1 and not reached on ::1 (refused too, or a
+	// sandbox without IPv6): nothing listens.
+	return nil, fmt.Errorf("%w: %v", ErrNothingListens, err)
 }
 
 // refused reports whether the agent's dial found no listener (the

@@ -187,3 +187,24 @@ func TestProxySplicesUpgrades(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox without IPv6 answers the ::1 attempt with another error; the
+// refusal on 127.0.0.1 still reads as nothing listening.
+func TestProxyNothingListensWithoutIPv6(t *testing.T) {
+	p := NewProxy()
+	defer p.Close()
+	dial := func(ctx context.Context, addr string) (net.Conn, error) {
+		if strings.HasPrefix(addr, "[::1]") {
+			return nil, errdefs.Unavailable("cannot connect to tcp %s: connect: cannot assign requested address", addr)
+		}
+		return fakeSandbox{}.dial(ctx, addr)
+	}
+	var status int
+	var msg string
+	w := httptest.NewRecorder()
+	p.Serve(w, httptest.NewRequest("GET", "/", nil), Target{Sandbox: "sbx-a", Port: 3000, Dial: dial,
+		Fail: func(_ http.ResponseWriter, s int, _, m string) { status, msg = s, m }})
+	if status != 502 || !strings.HasPrefix(msg, "nothing listens on port 3000") {
+		t.Fatalf("%d %s", status, msg)
+	}
+}
