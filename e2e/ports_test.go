@@ -182,10 +182,10 @@ func TestPortsAndPreviews(t *testing.T) {
 		t.Fatalf("the proxy without a token: %d %.200s", code, body)
 	}
 	for path, want := range map[string]string{
-		"/v1/sandboxes/" + a.ID + "/ports/3999/":   "nothing listens on port 3999 in sandbox " + a.ID + "; start the server first, e.g. with the process tool",
-		"/v1/sandboxes/" + a.ID + "/ports/0/":      "outside 1–65535",
-		"/v1/sandboxes/" + a.ID + "/ports/70000/":  "outside 1–65535",
-		"/v1/sandboxes/" + a.ID + "/ports/http/":   "is not a number",
+		"/v1/sandboxes/" + a.ID + "/ports/3999/":    "nothing listens on port 3999 in sandbox " + a.ID + "; start the server first, e.g. with the process tool",
+		"/v1/sandboxes/" + a.ID + "/ports/0/":       "outside 1–65535",
+		"/v1/sandboxes/" + a.ID + "/ports/70000/":   "outside 1–65535",
+		"/v1/sandboxes/" + a.ID + "/ports/http/":    "is not a number",
 		"/v1/sandboxes/no-such-sandbox/ports/3000/": "does not exist",
 	} {
 		code, body := get(t, authed(t, d, "GET", path, nil))
