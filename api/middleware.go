@@ -118,6 +118,11 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 				slog.Int64("bytes", sw.bytes),
 				slog.Duration("duration", d))
 		}()
+		if l, ok := s.previewHost(r); ok {
+			// A host-based preview owns its whole host: every path is the app's.
+			s.servePreview(sw, s.paceBody(sw, r), l)
+			return
+		}
 		mux.ServeHTTP(sw, s.paceBody(sw, r))
 	})
 }

@@ -7,9 +7,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/api/mcp"
 	"github.com/sandboxd/sandboxd/api/openapi"
 	"github.com/sandboxd/sandboxd/egress/gateway"
+	"github.com/sandboxd/sandboxd/ports"
 	"github.com/sandboxd/sandboxd/tools/callrec"
 )
 
@@ -41,6 +43,11 @@ const (
 	// ScopeQuestion is the question {id}, held by one replica: the router
 	// tries it here, then at the others.
 	ScopeQuestion
+	// ScopePreview belongs to the conversation of the sandbox a preview
+	// link's {token} names (ports.SandboxOf reads it without the key; the
+	// owner checks it). A host-based preview's request is routed the same
+	// way before any route matches.
+	ScopePreview
 )
 
 func (s Scope) String() string {
@@ -59,12 +66,14 @@ func (s Scope) String() string {
 		return "by space"
 	case ScopeQuestion:
 		return "by question"
+	case ScopePreview:
+		return "by preview token"
 	}
 	return "unknown scope " + strconv.Itoa(int(s))
 }
 
 // known reports whether s is one of the scopes.
-func (s Scope) known() bool { return s >= ScopeNone && s <= ScopeQuestion }
+func (s Scope) known() bool { return s >= ScopeNone && s <= ScopePreview }
 
 // Route is one endpoint as a replica's router sees it.
 type Route struct {
@@ -208,6 +217,19 @@ func routeTable() []route {
 			Body: ProcessSignal{}, Responses: []openapi.Response{{Status: 204, Description: "Sent."}}, Errors: []int{bad, unauth, missing, precond, unavail}}},
 		{scope: ScopeSandbox, serve: authed((*Server).resizeProcess), Route: openapi.Route{Method: "POST", Path: "/v1/sandboxes/{id}/processes/{pid}/resize", ID: "resizeProcess", Tags: []string{procs}, Summary: "Resize a process's terminal.",
 			Body: TermSize{}, Responses: []openapi.Response{{Status: 204, Description: "Resized."}}, Errors: []int{bad, unauth, missing, precond, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).listPorts), Route: openapi.Route{Method: "GET", Path: "/v1/sandboxes/{id}/ports", ID: "listPorts", Tags: []string{sb}, Summary: "The TCP ports listening inside a sandbox, with the process holding each where known.",
+			Responses: []openapi.Response{{Status: 200, Body: []proto.ListeningPort{}}}, Errors: []int{unauth, missing, precond, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).createPreview), Route: openapi.Route{Method: "POST", Path: "/v1/sandboxes/{id}/previews", ID: "createPreview", Tags: []string{sb}, Summary: "Make a link that shows a port of the sandbox to a browser without the token.",
+			Description: "The link is bound to this sandbox and port, signed by sandboxd, and lives ttl_s seconds (default preview.default_ttl, 1 h; at most preview.max_ttl). Without preview.domain it is path-based (/p/{token}/ on sandboxd's address: the app's relative URLs work, absolute ones leave the preview); with it, host-based ({port}-{preview}.{domain}, the app at /; the first visit sets a cookie of that host). An expired or revoked link is answered 403.",
+			Body:        CreatePreviewRequest{}, Responses: []openapi.Response{{Status: 201, Body: ports.Preview{}}}, Errors: []int{bad, unauth, missing, exhausted, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).listPreviews), Route: openapi.Route{Method: "GET", Path: "/v1/sandboxes/{id}/previews", ID: "listPreviews", Tags: []string{sb}, Summary: "The sandbox's live preview links (not expired, not revoked), oldest first.",
+			Responses: []openapi.Response{{Status: 200, Body: []ports.Preview{}}}, Errors: []int{unauth, missing, unavail}}},
+		{scope: ScopeSandbox, serve: authed((*Server).deletePreview), Route: openapi.Route{Method: "DELETE", Path: "/v1/sandboxes/{id}/previews/{preview}", ID: "deletePreview", Tags: []string{sb}, Summary: "Revoke a preview link at once: its next request is refused and its open connections are cut.",
+			Responses: []openapi.Response{{Status: 204, Description: "Revoked."}}, Errors: []int{unauth, missing, unavail}}},
+		// The port proxy, under each method a browser or an HTTP client
+		// sends (GET takes HEAD too).
+		portProxyRoute("GET", "proxyPortGet"), portProxyRoute("POST", "proxyPortPost"), portProxyRoute("PUT", "proxyPortPut"),
+		portProxyRoute("PATCH", "proxyPortPatch"), portProxyRoute("DELETE", "proxyPortDelete"), portProxyRoute("OPTIONS", "proxyPortOptions"),
 		{scope: ScopeNone, serve: authed((*Server).whoami), Route: openapi.Route{Method: "GET", Path: "/v1/whoami", ID: "whoami", Tags: []string{ops}, Summary: "The tenant the token belongs to.",
 			Responses: []openapi.Response{{Status: 200, Body: WhoAmI{}}}, Errors: []int{unauth}}},
 		{scope: ScopeSandbox, serve: authed((*Server).deleteSandbox), Route: openapi.Route{Method: "DELETE", Path: "/v1/sandboxes/{id}", ID: "deleteSandbox", Tags: []string{sb}, Summary: "Stop everything in a sandbox and remove it.",
@@ -294,6 +316,21 @@ func routeTable() []route {
 		{scope: ScopeNone, noDoc: true, serve: redirect("/ui/", http.StatusMovedPermanently), Route: openapi.Route{Method: "GET", Path: "/ui", ID: "consoleRedirect"}},
 		{scope: ScopeNone, noDoc: true, serve: redirect("/ui/favicon.svg", http.StatusMovedPermanently), Route: openapi.Route{Method: "GET", Path: "/favicon.ico", ID: "favicon"}},
 		{scope: ScopeNone, noDoc: true, serve: redirect("/ui/", http.StatusFound), Route: openapi.Route{Method: "GET", Path: "/{$}", ID: "root"}},
+		// Path-based previews: the link's token is the permission, for one
+		// port of one sandbox (previews.go).
+		{scope: ScopePreview, noDoc: true, serve: public((*Server).servePathPreview), Route: openapi.Route{Path: ports.PathPrefix + "{token}/{path...}", ID: "preview"}},
 		{scope: ScopeNone, noDoc: true, serve: public((*Server).notFound), Route: openapi.Route{Path: "/", ID: "notFound"}},
 	}
+}
+
+// portProxyPath is the port proxy's pattern path.
+const portProxyPath = "/v1/sandboxes/{id}/ports/{port}/{path...}"
+
+// portProxyRoute is the port proxy's entry for one method.
+func portProxyRoute(method, id string) route {
+	return route{scope: ScopeSandbox, serve: authed((*Server).proxyPort), Route: openapi.Route{Method: method, Path: portProxyPath, ID: id, Tags: []string{"sandboxes"},
+		Summary:     "Pass a request to 127.0.0.1:{port} inside the sandbox, as /{path} with the query.",
+		Description: "Through the agent's pipe, no port is opened on the sandbox. Bodies stream both ways, server-sent events arrive as sent, and a WebSocket (or other Upgrade) is spliced once the app agrees. The Authorization header is not passed on; the app sees Host localhost:{port} and the original in X-Forwarded-Host. An absolute redirect of the app is kept under this prefix. Errors before the app answers use the error body: 502 when nothing listens on the port.",
+		Responses:   []openapi.Response{{Status: 200, Description: "The app's own response: any status, headers and body.", ContentType: "*/*", Schema: &openapi.Schema{Type: "string"}}},
+		Errors:      []int{400, 401, 404, 412, 502, 503, 504}}}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ import (
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/api/mcp"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/ports"
 	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
@@ -99,14 +101,18 @@ type Server struct {
 	bodyTimeout time.Duration
 	envHooks    []EnvHook
 	questions   Questions
-	calls       Calls  // the call recorder (WithCalls); nil: GET /v1/runs/{id}/calls responds 503
-	egress      Egress // network mode "proxy" (WithEgress); nil: refused
-	procMax     int    // processes running at once per sandbox (WithProcesses; 0: the agent's default)
-	procRing    int64  // output kept per process (WithProcesses; 0: the agent's default)
-	runTokens   *RunTokens
-	onBuilt     []func(http.Handler)
-	mcp         *mcp.Handler // /v1/runs/{id}/mcp
-	openAPI     http.Handler // /v1/openapi.json, built once the mux is complete
+	calls       Calls    // the call recorder (WithCalls); nil: GET /v1/runs/{id}/calls responds 503
+	egress      Egress   // network mode "proxy" (WithEgress); nil: refused
+	previews    Previews // preview links (WithPreviews); nil: 503, and the port proxy uses ownProxy
+	procMax     int      // processes running at once per sandbox (WithProcesses; 0: the agent's default)
+	procRing    int64    // output kept per process (WithProcesses; 0: the agent's default)
+	knownSandboxes
+	ownProxy     *ports.Proxy
+	ownProxyOnce sync.Once // makes ownProxy
+	runTokens    *RunTokens
+	onBuilt      []func(http.Handler)
+	mcp          *mcp.Handler // /v1/runs/{id}/mcp
+	openAPI      http.Handler // /v1/openapi.json, built once the mux is complete
 
 	streamHeartbeat time.Duration // comment interval of a silent streamed call
 	streamMax       int64         // live text one streamed call shows at most

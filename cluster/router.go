@@ -29,6 +29,11 @@ type Authenticator interface {
 // is no such sandbox in the deployment).
 type SandboxLookup func(ctx context.Context, id string) (Key, bool)
 
+// PreviewLookup reads the sandbox a preview request is for (its token in
+// the path, or its host name and cookie), without checking the link: the
+// owner does. ok is false for a request that is not a preview's.
+type PreviewLookup func(r *http.Request) (sandboxID string, ok bool)
+
 // Router is the front of the API on a replica: a request for a
 // conversation is served here when this replica owns it (or takes it
 // over), forwarded to its owner otherwise, and given 503 with
@@ -44,6 +49,7 @@ type Router struct {
 	signer    *Signer
 	runs      RunLookup
 	sandboxes SandboxLookup
+	previews  PreviewLookup
 	auth      Authenticator
 	next      http.Handler
 	maxBody   int64
@@ -59,7 +65,10 @@ type RouterOptions struct {
 	Signer    *Signer
 	Runs      RunLookup
 	Sandboxes SandboxLookup
-	Auth      Authenticator
+	// Previews finds a preview request's sandbox; nil: preview requests
+	// are served where they arrive.
+	Previews PreviewLookup
+	Auth     Authenticator
 	// MaxBody caps the bodies read to find a conversation (create calls).
 	MaxBody int64
 	Metrics *Metrics
@@ -72,7 +81,7 @@ func NewRouter(next http.Handler, o RouterOptions) *Router {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	rt := &Router{owners: o.Owners, fwd: o.Forwarder, signer: o.Signer, runs: o.Runs, sandboxes: o.Sandboxes,
-		auth: o.Auth, next: next, maxBody: o.MaxBody, metrics: o.Metrics, log: o.Log}
+		previews: o.Previews, auth: o.Auth, next: next, maxBody: o.MaxBody, metrics: o.Metrics, log: o.Log}
 	mux, err := rt.routeMux(api.Routes())
 	if err != nil {
 		// Only a bug in the route table gets here, and its test fails
@@ -98,6 +107,7 @@ func (rt *Router) routeMux(routes []api.Route) (*http.ServeMux, error) {
 		api.ScopeBody:     {rt.byBody, ""},
 		api.ScopeSpace:    {rt.listQuestions, "space"},
 		api.ScopeQuestion: {rt.answerQuestion, "id"},
+		api.ScopePreview:  {rt.byPreview, "token"},
 	}
 	mux := http.NewServeMux()
 	catchAll := false
@@ -138,6 +148,14 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if forwarded {
 		r = r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true))
 	}
+	if rt.previews != nil {
+		// A host-based preview's every path is the app's: it is routed
+		// by its link before any route matches.
+		if id, ok := rt.previews(r); ok {
+			rt.bySandboxID(w, r, id)
+			return
+		}
+	}
 	rt.mux.ServeHTTP(w, r)
 }
 
@@ -174,7 +192,25 @@ func (rt *Router) byRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rt *Router) bySandbox(w http.ResponseWriter, r *http.Request) {
-	k, ok := rt.sandboxes(r.Context(), r.PathValue("id"))
+	rt.bySandboxID(w, r, r.PathValue("id"))
+}
+
+// byPreview routes a path-based preview by the sandbox its token names.
+func (rt *Router) byPreview(w http.ResponseWriter, r *http.Request) {
+	if rt.previews == nil {
+		rt.next.ServeHTTP(w, r)
+		return
+	}
+	id, ok := rt.previews(r)
+	if !ok {
+		rt.next.ServeHTTP(w, r) // the API says what is wrong with the link
+		return
+	}
+	rt.bySandboxID(w, r, id)
+}
+
+func (rt *Router) bySandboxID(w http.ResponseWriter, r *http.Request, id string) {
+	k, ok := rt.sandboxes(r.Context(), id)
 	if !ok {
 		rt.next.ServeHTTP(w, r)
 		return

@@ -75,6 +75,8 @@ type Config struct {
 	// Egress is the deployment's egress policy for network "proxy"
 	// (egress.go).
 	Egress Egress `yaml:"egress"`
+	// Preview is the links to a sandbox's ports (preview.go).
+	Preview Preview `yaml:"preview"`
 	// Secrets are the credentials of the admin token when no tenants are
 	// configured (a tenant has its own).
 	Secrets []Secret `yaml:"secrets"`

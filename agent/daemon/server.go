@@ -168,7 +168,7 @@ func New(opts ...Option) *Server {
 	s.procs = newProcessService(o)
 	s.egress = newEgressService(o, s.procs.env)
 	s.ops = opTable{}
-	for _, svc := range []service{s, s.files, s.procs, s.watch, s.fence, dialService{}, s.egress} {
+	for _, svc := range []service{s, s.files, s.procs, s.watch, s.fence, dialService{}, s.egress, portsService{}} {
 		svc.register(s.ops)
 	}
 	s.egress.resume()
@@ -184,7 +184,7 @@ func (s *Server) register(t opTable) {
 		return &proto.Response{Hello: &proto.HelloResponse{
 			Version: proto.Version, PID: os.Getpid(), StartedAt: s.startedAt, Hostname: s.hostname,
 			FDHandoff: true, Fencing: true, Watch: true, RawData: true, SandboxEnv: true, StreamReuse: true, Egress: true,
-			Processes: true,
+			Processes: true, Ports: true,
 		}}, nil, nil
 	})
 }

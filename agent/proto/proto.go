@@ -127,6 +127,7 @@ type Response struct {
 	Proc       *ProcInfo           `json:"proc,omitempty"`
 	ProcList   *ProcListResponse   `json:"proc_list,omitempty"`
 	ProcOutput *ProcOutputResponse `json:"proc_output,omitempty"`
+	Ports      *PortsResponse      `json:"ports,omitempty"` // OpPorts (ports.go)
 	// Output is set, alone, on the frames a streamed exec writes before
 	// its response (ExecRequest.Stream).
 	Output *ExecOutput `json:"output,omitempty"`
@@ -171,6 +172,8 @@ type HelloResponse struct {
 	// daemon rejects them as unknown ops; the client refuses to send them
 	// without asking.
 	Processes bool `json:"processes,omitempty"`
+	// Ports says the daemon takes OpPorts (ports.go).
+	Ports bool `json:"ports,omitempty"`
 }
 
 // ReuseIdle is how long a client keeps an idle reusable stream; the daemon

@@ -147,7 +147,8 @@ func TestServedDocumentHasEveryServedRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rt := range api.Contract().Routes {
-		_, listed := doc.Paths[rt.Path][strings.ToLower(rt.Method)]
+		// The document writes a {rest...} wildcard as the parameter {rest}.
+		_, listed := doc.Paths[strings.ReplaceAll(rt.Path, "...}", "}")][strings.ToLower(rt.Method)]
 		if !listed && !rt.Planned {
 			t.Errorf("%s %s is in the table but not in the served document: the mux does not route it to that pattern", rt.Method, rt.Path)
 		}

@@ -339,6 +339,8 @@ func serviceOptions(services []any) ([]api.Option, error) {
 			opts = append(opts, api.WithCalls(s))
 		case api.Egress:
 			opts = append(opts, api.WithEgress(s))
+		case api.Previews:
+			opts = append(opts, api.WithPreviews(s))
 		default:
 			return nil, fmt.Errorf("a tool family handed the API a service of type %T, which it does not serve; add its routes to the API first", s)
 		}

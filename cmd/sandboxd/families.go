@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/egress/gateway"
+	"github.com/sandboxd/sandboxd/ports"
 	"github.com/sandboxd/sandboxd/tools/askuser"
 	"github.com/sandboxd/sandboxd/tools/callrec"
 	"github.com/sandboxd/sandboxd/tools/debug"
@@ -17,7 +18,8 @@ import (
 // register (and, reversed, close). The call log comes first so that it
 // observes every call; the question port before the families whose calls
 // its approval gate stands in front of. The egress gateway serves no tools
-// but a sandbox's network, in the same shape. A new family is one more line.
+// but a sandbox's network, and ports its ports and preview links, in the
+// same shape. A new family is one more line.
 func families(tokens *api.RunTokens) []family.Family {
 	return []family.Family{
 		callrec.Family(),
@@ -29,5 +31,6 @@ func families(tokens *api.RunTokens) []family.Family {
 		vibe.Family(tokens, api.BaseURL),
 		structuralSearch(),
 		gateway.Family(),
+		ports.Family(),
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxd/sandboxd/cluster"
 	"github.com/sandboxd/sandboxd/cluster/runrecords"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/ports"
 	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/kubernetes"
@@ -176,6 +177,10 @@ func (r *replica) handler(srv http.Handler, runs *runstore.Store, backend sandbo
 				return cluster.Key{}, false
 			}
 			return cluster.Key{Tenant: info.Tenant, Conversation: info.Conversation}, true
+		},
+		Previews: func(r *http.Request) (string, bool) {
+			c, ok := ports.SandboxOf(r, cfg.Preview.Domain)
+			return c.Sandbox, ok
 		},
 		Auth:    auth,
 		MaxBody: cfg.Limits.MaxBodyBytes,
