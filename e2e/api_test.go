@@ -95,7 +95,7 @@ func TestFileToolsOverHTTP(t *testing.T) {
 				t.Fatal(err)
 			}
 			names := toolNames(run.Tools)
-			for _, want := range []string{"read", "write", "edit", "apply_patch", "shell"} {
+			for _, want := range []string{"read", "write", "edit", "apply_patch", "shell", "process"} {
 				if !slices.Contains(names, want) {
 					t.Fatalf("run tools %v lack %q", names, want)
 				}

@@ -97,7 +97,7 @@ func TestRunWithoutSandboxSaysWhy(t *testing.T) {
 				}
 			}
 			noSandbox := fmt.Sprintf(`the conversation %q has no sandbox; create one with POST /v1/sandboxes {"conversation": %q}`, conv, conv)
-			for _, name := range []string{"read", "write", "edit", "apply_patch", "shell", "ast_grep", "ast_edit", "resolve"} {
+			for _, name := range []string{"read", "write", "edit", "apply_patch", "shell", "process", "ast_grep", "ast_edit", "resolve"} {
 				if !strings.HasPrefix(reasons[name], noSandbox) {
 					t.Errorf("%s: reason %q", name, reasons[name])
 				}

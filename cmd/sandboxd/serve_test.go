@@ -136,7 +136,7 @@ func TestServeHostBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sandboxTools := []string{"read", "write", "edit", "apply_patch", "shell"}
+	sandboxTools := []string{"read", "write", "edit", "apply_patch", "shell", "process"}
 	var names []string
 	for _, s := range specs {
 		names = append(names, s.Name)
