@@ -15,7 +15,6 @@ func TestUTF8CarryKeepsCharactersWhole(t *testing.T) {
 	for split := 1; split < len(data); split++ {
 		var u utf8Carry
 		var got strings.Builder
-		var offsets []int64
 		for _, ch := range []proto.ProcChunk{{Stream: "pty", Offset: 100, Data: data[:split]}, {Stream: "pty", Offset: 100 + int64(split), Data: data[split:]}} {
 			for _, oc := range u.chunk(ch) {
 				if !strings.HasPrefix(string(data), got.String()) {
@@ -24,7 +23,6 @@ func TestUTF8CarryKeepsCharactersWhole(t *testing.T) {
 				if want := 100 + int64(got.Len()); oc.Offset != want {
 					t.Fatalf("split %d: chunk at offset %d, want %d", split, oc.Offset, want)
 				}
-				offsets = append(offsets, oc.Offset)
 				got.WriteString(oc.Text)
 			}
 		}
