@@ -39,6 +39,7 @@ families=(
 	"core       docker     cmd ./cmd/sandboxd-bench"
 	"eval       docker     test ./e2e/ ^TestEvalBenchmark$"
 	"egress     docker     test ./e2e/ ^TestEgressBenchmark$"
+	"previews   docker     test ./e2e/ ^TestPreviewBenchmark$"
 	"lsp        docker     cmd ./cmd/lspbench"
 	"astgrep    docker     cmd ./cmd/astgrepbench"
 	"debug      docker     gobench ./tools/debug/ BenchmarkDebug"

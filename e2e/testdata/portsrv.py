@@ -1,7 +1,8 @@
 # A small app for the port and preview tests, in the standard library
 # only: a 4 KiB page that loads a script and fetches JSON, server-sent
 # events, a download of N bytes, and a WebSocket echo (RFC 6455: text and
-# binary frames, ping, close).
+# binary frames, ping, close). A third argument "nodelay" turns Nagle's
+# algorithm off on its connections (Python's default leaves it on).
 import base64, hashlib, http.server, socketserver, struct, sys, time
 
 PORT = int(sys.argv[1])
@@ -107,4 +108,5 @@ class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
 
 
+H.disable_nagle_algorithm = sys.argv[3:] == ["nodelay"]
 S(("0.0.0.0", PORT), H).serve_forever()
