@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/yamux"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -65,8 +66,49 @@ func dial(ctx context.Context, r *proto.DialRequest, st *yamux.Stream) (func(), 
 		}
 		return nil, errdefs.Unavailable("cannot connect to %s %s: %v; check that the server is listening", r.Network, r.Address, err)
 	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		c = &quickAckConn{TCPConn: tc}
+	}
 	return func() { splice(st, c) }, nil
 }
+
+// quickAckConn acknowledges what it reads at once. A server that writes a
+// response in two small writes (headers, then body: Python's http.server,
+// many others) with Nagle's algorithm on waits for the first write's
+// acknowledgement before sending the second, and a receiver that only
+// reads (this end, relaying to the pipe) delays it by up to 40 ms: every
+// such response through the pipe would take 40 ms. Linux clears
+// TCP_QUICKACK as it goes, so it is set again before each read.
+type quickAckConn struct {
+	*net.TCPConn
+}
+
+func (q *quickAckConn) Read(p []byte) (int, error) {
+	q.quickAck()
+	n, err := q.TCPConn.Read(p)
+	if n > 0 {
+		q.quickAck()
+	}
+	return n, err
+}
+
+// Write sets it again after writing too: a request written and a response
+// read make the kernel take the connection for an interactive one, which
+// delays acknowledgements to carry them on the next write.
+func (q *quickAckConn) Write(p []byte) (int, error) {
+	n, err := q.TCPConn.Write(p)
+	q.quickAck()
+	return n, err
+}
+
+func (q *quickAckConn) quickAck() {
+	if rc, err := q.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1) })
+	}
+}
+
+// CloseWrite passes the half-close on (splice uses it).
+func (q *quickAckConn) CloseWrite() error { return q.TCPConn.CloseWrite() }
 
 // splice copies both ways until both directions end; the end of one
 // direction is passed on as a half-close where the connection allows it.
