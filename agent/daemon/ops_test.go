@@ -156,7 +156,7 @@ func TestUnknownOpIsRefusedInOneSentence(t *testing.T) {
 
 // Every op in the table is reached over the wire: sent without its body,
 // an op that needs one is refused for the missing body (not as unknown),
-// and hello and list, which need none, get their responses.
+// and hello, list and ports, which need none, get their responses.
 func TestEveryOpIsServedOverTheWire(t *testing.T) {
 	srv := New()
 	sess := rawSession(t, srv)
@@ -170,6 +170,10 @@ func TestEveryOpIsServedOverTheWire(t *testing.T) {
 		case proto.OpList:
 			if resp.Error != nil || resp.List == nil {
 				t.Errorf("list without a body: answer %+v, error %+v; want the list of every process", resp, resp.Error)
+			}
+		case proto.OpPorts:
+			if resp.Error != nil || resp.Ports == nil {
+				t.Errorf("ports, which takes no body: answer %+v, error %+v; want the listening ports", resp, resp.Error)
 			}
 		default:
 			want := fmt.Sprintf("request %q has no %q body; set the field named like the op", op, op)
