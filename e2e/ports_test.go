@@ -226,24 +226,31 @@ func TestPortsAndPreviews(t *testing.T) {
 		t.Errorf("the 5 events (sent 0.3 s apart) arrived within %v: they were held back", spread)
 	}
 
-	// A WebSocket echo through the preview: 1000 messages, in order.
+	// A WebSocket echo through the preview: 10,000 messages, in order.
 	wsURL := "ws" + strings.TrimPrefix(p.URL, "http") + "ws"
 	ws, _, err := websocket.DefaultDialer.DialContext(ctx(t), wsURL, nil)
 	if err != nil {
 		t.Fatalf("WebSocket through the preview: %v", err)
 	}
+	const echoes = 10000
+	wrote := make(chan struct{})
 	go func() {
-		for i := range 1000 {
-			ws.WriteMessage(websocket.TextMessage, fmt.Appendf(nil, "message %d", i))
+		defer close(wrote)
+		for i := range echoes {
+			if ws.WriteMessage(websocket.TextMessage, fmt.Appendf(nil, "message %d", i)) != nil {
+				return
+			}
 		}
 	}()
-	ws.SetReadDeadline(time.Now().Add(60 * time.Second))
-	for i := range 1000 {
+	ws.SetReadDeadline(time.Now().Add(120 * time.Second))
+	for i := range echoes {
 		_, m, err := ws.ReadMessage()
 		if err != nil || string(m) != fmt.Sprintf("message %d", i) {
 			t.Fatalf("echo %d: %q %v", i, m, err)
 		}
 	}
+
+	<-wrote // one writer at a time on a WebSocket
 
 	// The link reaches only its sandbox and port: the token names both,
 	// and a token altered to name another is refused.

@@ -62,7 +62,7 @@ func (t *processTool) Spec() tools.Spec {
     "env":       {"type": "object", "description": "start: environment variables (name to string value) added to the sandbox's."},
     "pty":       {"type": "object", "properties": {"rows": {"type": "integer", "minimum": 1, "maximum": 1000}, "cols": {"type": "integer", "minimum": 1, "maximum": 1000}}, "required": ["rows", "cols"], "additionalProperties": false, "description": "start: run it in a terminal of this size."},
     "id":        {"type": "string", "minLength": 1, "description": "output, input, signal, wait: the process's id (p1, p2, ...)."},
-    "since":     {"type": "integer", "minimum": 0, "description": "output: the cursor to read from (a next cursor an earlier answer gave)."},
+    "since":     {"type": "integer", "minimum": 0, "maximum": 9007199254740991, "description": "output: the cursor to read from (a next cursor an earlier answer gave)."},
     "text":      {"type": "string", "description": "input: what to send."},
     "signal":    {"type": "string", "description": "signal: TERM, INT, HUP, QUIT, USR1, USR2 or KILL."},
     "timeout_s": {"type": "integer", "minimum": 0, "maximum": 600, "description": "wait: how long to wait (default 30)."}
