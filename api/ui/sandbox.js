@@ -188,10 +188,10 @@ async function followOutput(s, setState, on) {
         let v;
         try { v = JSON.parse(data); } catch (e) { return; }
         if (name === 'output') {
-          let b = utf8.encode(v.text);
-          if (v.offset + b.length <= s.cursor) return;
-          if (v.offset < s.cursor) b = b.subarray(s.cursor - v.offset);
-          s.cursor = v.offset + utf8.encode(v.text).length;
+          const all = utf8.encode(v.text);
+          if (v.offset + all.length <= s.cursor) return;
+          const b = v.offset < s.cursor ? all.subarray(s.cursor - v.offset) : all;
+          s.cursor = v.offset + all.length;
           on.chunk(b, v.stream);
         } else if (name === 'dropped') {
           on.dropped(v.bytes);
