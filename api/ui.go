@@ -29,7 +29,7 @@ const terminalMissing = "terminal unavailable: run make build (this sandboxd was
 // uiVendorStubs answer for the vendored files a plain go build lacks: the
 // page loads, and its terminal explains itself instead of failing.
 var uiVendorStubs = map[string]string{
-	"vendor/xterm.js":     "window.sandboxdterminalMissing = " + jsString(terminalMissing) + ";\n",
+	"vendor/xterm.js":     "window.sandboxdTerminalMissing = " + jsString(terminalMissing) + ";\n",
 	"vendor/addon-fit.js": "/* not built: run make build */\n",
 	"vendor/xterm.css":    "/* not built: run make build */\n",
 }

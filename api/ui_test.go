@@ -19,7 +19,8 @@ func TestConsoleServesTerminalStubWithoutVendoredXterm(t *testing.T) {
 		want string
 		ct   string
 	}{
-		{"stub", bare, "/ui/vendor/xterm.js", "terminal unavailable: run make build", "text/javascript"},
+		// The name terminal.js reads the sentence from.
+		{"stub", bare, "/ui/vendor/xterm.js", `window.sandboxdTerminalMissing = "terminal unavailable: run make build`, "text/javascript"},
 		{"stub css", bare, "/ui/vendor/xterm.css", "run make build", "text/css"},
 		{"vendored", built, "/ui/vendor/xterm.js", "/* xterm */", "text/javascript"},
 	} {
