@@ -24,7 +24,7 @@ CONFIG ?=
 .PHONY: help build images images-sandboxd images-verify run test lint bench cluster-up cluster-deploy cluster-down kind-e2e clean clean-cache
 
 help:
-	@echo 'make build          bin/sandboxd (with the Dart grammar, fetched from npm; DART=0 without) and bin/sandbox-agent (static)'
+	@echo 'make build          bin/sandboxd (with the Dart grammar and the console xterm.js, fetched from npm; DART=0 without Dart) and bin/sandbox-agent (static)'
 	@echo 'make images         the sandbox image sandboxd-sandbox:latest (cached; FORCE=1 rebuilds)'
 	@echo 'make images-verify  check the tools inside sandboxd-sandbox:latest'
 	@echo 'make images-sandboxd  sandboxd:latest (sandboxd + sandbox-agent, for Kubernetes; cached)'
@@ -39,9 +39,12 @@ help:
 	@echo '                    (containerd always; kubernetes/replicas when a cluster is up; BENCH_SMOKE=1 checks them at minimal size instead)'
 	@echo 'make clean          remove bin/ and artifacts/; make clean-cache also drops images/.cache/ and .cache/'
 
-# Always handed to go build: its own cache decides what is stale.
+# Always handed to go build: its own cache decides what is stale. The console's terminal
+# emulator (npm xterm.js, pinned and verified) is vendored into api/ui/vendor/ first, where
+# go:embed takes it; a go build without it serves a console whose terminal says to run make build.
 build:
 	@mkdir -p bin
+	@scripts/vendor-xterm.sh >/dev/null
 ifeq ($(DART),1)
 	@scripts/fetch-dart-grammar.sh >/dev/null
 endif

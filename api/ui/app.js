@@ -1,7 +1,8 @@
 // sandboxd web console: answer the questions and permission prompts of a
 // space, call a run's tools with their output shown live, watch a run's
 // tool calls as they finish, and see the tenant's sandboxes (with their
-// resource use) and runs. The token lives in
+// resource use) and runs; a sandbox's own page (processes, ports, a
+// terminal) is in sandbox.js and terminal.js. The token lives in
 // sessionStorage and travels only in the Authorization header: the live
 // stream is read with fetch() streaming, not EventSource (which cannot set
 // headers and would need the token in the URL, where logs keep it).
@@ -96,6 +97,8 @@ async function signIn(token) {
 function signOut() {
   closeStream();
   unwatch();
+  leaveSandbox();
+  $('#sandbox').hidden = true;
   $('#who').textContent = '';
   state.token = '';
   sessionStorage.removeItem(TOKEN_KEY);
@@ -116,6 +119,7 @@ function showConsole() {
   $('#space').value = space;
   refreshOverview();
   if (space) openSpace(space);
+  routeSandbox();
 }
 
 // ---- the question stream ---------------------------------------------------
@@ -136,7 +140,7 @@ function openSpace(space) {
   state.space = space;
   state.retry = 0;
   sessionStorage.setItem(SPACE_KEY, space);
-  history.replaceState(null, '', '#space=' + encodeURIComponent(space));
+  setHashParam('space', space);
   connect();
 }
 
@@ -446,7 +450,14 @@ function fillSandboxes(rows) {
   for (const r of rows) {
     const tr = document.createElement('tr');
     tr.dataset.id = r.id;
-    tr.append(textCell(r.id), textCell(r.conversation), textCell(r.backend), textCell(r.state), timeCell(r.created_at));
+    const idCell = document.createElement('td');
+    const open = document.createElement('a');
+    open.className = 'open';
+    open.href = sandboxHref(r.id);
+    open.title = 'its processes, ports and a terminal';
+    open.textContent = r.id;
+    idCell.append(open);
+    tr.append(idCell, textCell(r.conversation), textCell(r.backend), textCell(r.state), timeCell(r.created_at));
     for (const c of ['cpu', 'mem', 'pids']) {
       const td = document.createElement('td');
       td.className = 'stat-' + c;
