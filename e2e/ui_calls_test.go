@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -32,12 +33,21 @@ func signInConsole(t *testing.T, tab context.Context, d *daemon, token string) {
 // stream is live.
 func watchCalls(t *testing.T, tab context.Context, runID string) {
 	t.Helper()
-	err := chromedp.Do(tab,
-		chromedp.Click(chromedp.CSS("#refresh")),
-		chromedp.WaitVisible(chromedp.CSS(`#runs tbody tr[data-id="`+runID+`"] button.watch`)),
-		chromedp.Click(chromedp.CSS(`#runs tbody tr[data-id="`+runID+`"] button.watch`)),
-		chromedp.WaitVisible(chromedp.CSS("#calls-state.live")),
-	)
+	// The tables are drawn again by their refreshes, so the button is found
+	// and clicked in one step in the page (a node found first and clicked
+	// later may be gone by then).
+	err := chromedp.Do(tab, chromedp.Click(chromedp.CSS("#refresh")))
+	if err == nil {
+		_, err = chromedp.Run(tab, chromedp.Poll[bool](`(() => {
+			const b = document.querySelector('#runs tbody tr[data-id="`+runID+`"] button.watch');
+			if (!b) return null;
+			b.click();
+			return true;
+		})()`, chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(200*time.Millisecond)))
+	}
+	if err == nil {
+		err = chromedp.Do(tab, chromedp.WaitVisible(chromedp.CSS("#calls-state.live")))
+	}
 	if err != nil {
 		t.Fatalf("watching the run's calls: %v", err)
 	}
