@@ -1,10 +1,13 @@
 package files
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"path"
 	"strings"
 
+	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -39,4 +42,30 @@ func pathScope(raw json.RawMessage) ([]string, bool) {
 		return nil, false
 	}
 	return []string{base}, true
+}
+
+// execDir is the directory a command runs in: the run's workdir, or
+// workdirArg resolved against it, as the agent resolves it. A command takes
+// no root, so the directory is confined here: the stat through the agent
+// follows symlinks and refuses any that lead out of the workspace. msg is
+// the error message for the model; err a failure of the pipe.
+func execDir(ctx context.Context, env *tools.Env, conn *tools.SandboxConn, workdirArg string) (dir, msg string, err error) {
+	dir = workdir(env, conn)
+	if workdirArg != "" {
+		if dir, msg = resolve(env, conn, "workdir", workdirArg); msg != "" {
+			return "", msg, nil
+		}
+	}
+	st, err := conn.Agent.Stat(ctx, &proto.StatRequest{Root: conn.Workspace, Path: dir})
+	if err != nil {
+		res, ferr := fail(err)
+		if ferr != nil {
+			return "", "", ferr
+		}
+		return "", res.Text(), nil
+	}
+	if !st.IsDir {
+		return "", fmt.Sprintf("workdir %s is not a directory; give a directory inside the workspace", dir), nil
+	}
+	return st.Path, "", nil
 }

@@ -153,26 +153,16 @@ func (a processArgs) check() string {
 const firstSecond = time.Second
 
 func (t *processTool) start(ctx context.Context, env *tools.Env, conn *tools.SandboxConn, a processArgs) (tools.Result, error) {
-	dir := workdir(env, conn)
-	if a.Workdir != "" {
-		var msg string
-		if dir, msg = resolve(env, conn, "workdir", a.Workdir); msg != "" {
-			return tools.Error(msg), nil
-		}
-	}
-	st, err := conn.Agent.Stat(ctx, &proto.StatRequest{Root: conn.Workspace, Path: dir})
-	if err != nil {
-		return fail(err)
-	}
-	if !st.IsDir {
-		return tools.Error(fmt.Sprintf("workdir %s is not a directory; give a directory inside the workspace", dir)), nil
+	dir, msg, err := execDir(ctx, env, conn, a.Workdir)
+	if msg != "" || err != nil {
+		return tools.Error(msg), err
 	}
 	labels := map[string]string{"started_by": "process tool"}
 	if env.Run != nil && env.Run.ID != "" {
 		labels["run"] = env.Run.ID
 	}
 	p, err := conn.Agent.ProcStart(ctx, &proto.ProcStartRequest{
-		Argv: ShellArgv(a.Command), Dir: st.Path, Env: a.Env,
+		Argv: ShellArgv(a.Command), Dir: dir, Env: a.Env,
 		Labels: labels, Pty: a.Pty, RingBytes: t.c.procRing, MaxLive: t.c.procMax,
 	})
 	if err != nil {

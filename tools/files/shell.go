@@ -64,21 +64,9 @@ func (t *shellTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	if conn == nil {
 		return tools.Deref(res), err
 	}
-	dir := workdir(env, conn)
-	if a.Workdir != "" {
-		var msg string
-		if dir, msg = resolve(env, conn, "workdir", a.Workdir); msg != "" {
-			return tools.Error(msg), nil
-		}
-	}
-	// Exec takes no root, so the directory is confined here: stat through the
-	// agent resolves symlinks and refuses any that lead out of the workspace.
-	st, err := conn.Agent.Stat(ctx, &proto.StatRequest{Root: conn.Workspace, Path: dir})
-	if err != nil {
-		return fail(err)
-	}
-	if !st.IsDir {
-		return tools.Error(fmt.Sprintf("workdir %s is not a directory; give a directory inside the workspace", dir)), nil
+	dir, msg, err := execDir(ctx, env, conn, a.Workdir)
+	if msg != "" || err != nil {
+		return tools.Error(msg), err
 	}
 	// The agent enforces the timeout; the extra minute only bounds a lost
 	// response.
@@ -86,7 +74,7 @@ func (t *shellTool) Call(ctx context.Context, env *tools.Env, raw json.RawMessag
 	defer cancel()
 	req := &proto.ExecRequest{
 		Argv:     []string{"/bin/sh", "-c", shellScript, "sh", a.Command},
-		Dir:      st.Path,
+		Dir:      dir,
 		Timeout:  timeout,
 		MaxBytes: t.c.shellOutput,
 	}
