@@ -3,11 +3,9 @@ package e2e
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -18,16 +16,7 @@ import (
 // sandboxd and find the conversation's sandbox and files again, refuse a
 // bridge network, delete, and check with ctr that nothing is left.
 func TestContainerdBackend(t *testing.T) {
-	if os.Getenv("SANDBOXD_TEST_CONTAINERD") != "1" {
-		t.Skip("set SANDBOXD_TEST_CONTAINERD=1 to run against containerd")
-	}
-	img := dockerImage()
-	ictx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	// Idempotent: a second of checks when containerd already has the image.
-	if out, err := exec.CommandContext(ictx, "../scripts/containerd-import.sh", img).CombinedOutput(); err != nil {
-		t.Fatalf("scripts/containerd-import.sh %s: %v\n%s", img, err, out)
-	}
+	img := containerdImage(t)
 
 	d := startDaemon(t, "containerd", t.TempDir())
 	_, err := d.Client.CreateSandbox(ctx(t), api.CreateSandboxRequest{Conversation: "ctd-bridge", Image: img, Network: "bridge"})

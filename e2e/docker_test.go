@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"context"
-	"github.com/sandboxd/sandboxd/errdefs"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/sandboxd/sandboxd/errdefs"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -72,15 +71,7 @@ func (p *egressPair) check(t *testing.T, d *daemon, conv string, req api.CreateS
 }
 
 func TestEgressProxyContainerd(t *testing.T) {
-	if os.Getenv("SANDBOXD_TEST_CONTAINERD") != "1" {
-		t.Skip("set SANDBOXD_TEST_CONTAINERD=1 to run against containerd")
-	}
-	img := dockerImage()
-	ictx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ictx, "../scripts/containerd-import.sh", img).CombinedOutput(); err != nil {
-		t.Fatalf("scripts/containerd-import.sh %s: %v\n%s", img, err, out)
-	}
+	img := containerdImage(t)
 	p := newEgressPair(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte(p.yaml()), 0o600); err != nil {
@@ -93,21 +84,8 @@ func TestEgressProxyContainerd(t *testing.T) {
 // The same pair on Kubernetes: the sandbox pod has no way out but the
 // agent's pipe (the exec through the kubelet), to a sandboxd on the host.
 func TestEgressProxyKubernetes(t *testing.T) {
-	kubeconfig := os.Getenv("KUBECONFIG")
-	if os.Getenv("SANDBOXD_TEST_KUBERNETES") != "1" || kubeconfig == "" {
-		t.Skip("set SANDBOXD_TEST_KUBERNETES=1 and KUBECONFIG (scripts/k8s-up.sh) to run against a cluster")
-	}
-	agentImage := os.Getenv("SANDBOXD_TEST_K8S_AGENT_IMAGE")
-	if agentImage == "" {
-		agentImage = "sandboxd:latest"
-	}
 	p := newEgressPair(t)
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	body := fmt.Sprintf("default_image: %s\nkubernetes:\n  kubeconfig: %s\n  namespace: default\n  agent_image: %s\n  image_pull_policy: Never\n  requests: {cpus: 0.05, memory_mb: 64}\n%s",
-		dockerImage(), kubeconfig, agentImage, p.yaml())
-	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := kubernetesConfig(t, p.yaml())
 	d := startDaemon(t, "kubernetes", t.TempDir(), "--config", cfg)
 	p.check(t, d, "k8s-egress-"+fmt.Sprint(time.Now().UnixNano()%1e6), api.CreateSandboxRequest{Resources: &api.Resources{CPUs: 1, MemoryMB: 512}})
 }

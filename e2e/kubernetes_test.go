@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,22 +20,8 @@ import (
 // the conversation's sandbox and files again, delete it, and check with the
 // API server that no pod is left.
 func TestKubernetesBackend(t *testing.T) {
-	kubeconfig := os.Getenv("KUBECONFIG")
-	if os.Getenv("SANDBOXD_TEST_KUBERNETES") != "1" || kubeconfig == "" {
-		t.Skip("set SANDBOXD_TEST_KUBERNETES=1 and KUBECONFIG (scripts/k8s-up.sh) to run against a cluster")
-	}
-	agentImage := os.Getenv("SANDBOXD_TEST_K8S_AGENT_IMAGE")
-	if agentImage == "" {
-		agentImage = "sandboxd:latest"
-	}
+	cfg, kubeconfig := kubernetesConfig(t, "")
 	img := dockerImage()
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	// The images were imported into the node; a 2-core node holds the pod.
-	err := os.WriteFile(cfg, []byte(fmt.Sprintf("default_image: %s\nkubernetes:\n  kubeconfig: %s\n  namespace: default\n  agent_image: %s\n  image_pull_policy: Never\n  requests: {cpus: 0.05, memory_mb: 64}\n",
-		img, kubeconfig, agentImage)), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
 	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,15 +47,7 @@ func processAndPreview(t *testing.T, d *daemon, id string) {
 }
 
 func TestProcessesAndPreviewContainerd(t *testing.T) {
-	if os.Getenv("SANDBOXD_TEST_CONTAINERD") != "1" {
-		t.Skip("set SANDBOXD_TEST_CONTAINERD=1 to run against containerd")
-	}
-	img := dockerImage()
-	ictx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ictx, "../scripts/containerd-import.sh", img).CombinedOutput(); err != nil {
-		t.Fatalf("scripts/containerd-import.sh %s: %v\n%s", img, err, out)
-	}
+	img := containerdImage(t)
 	d := startDaemon(t, "containerd", t.TempDir())
 	sb, err := d.Client.CreateSandbox(ctx(t), api.CreateSandboxRequest{Conversation: "ctd-procs", Image: img})
 	if err != nil {
@@ -68,20 +58,7 @@ func TestProcessesAndPreviewContainerd(t *testing.T) {
 }
 
 func TestProcessesAndPreviewKubernetes(t *testing.T) {
-	kubeconfig := os.Getenv("KUBECONFIG")
-	if os.Getenv("SANDBOXD_TEST_KUBERNETES") != "1" || kubeconfig == "" {
-		t.Skip("set SANDBOXD_TEST_KUBERNETES=1 and KUBECONFIG (scripts/k8s-up.sh) to run against a cluster")
-	}
-	agentImage := os.Getenv("SANDBOXD_TEST_K8S_AGENT_IMAGE")
-	if agentImage == "" {
-		agentImage = "sandboxd:latest"
-	}
-	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	body := fmt.Sprintf("default_image: %s\nkubernetes:\n  kubeconfig: %s\n  namespace: default\n  agent_image: %s\n  image_pull_policy: Never\n  requests: {cpus: 0.05, memory_mb: 64}\n",
-		dockerImage(), kubeconfig, agentImage)
-	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := kubernetesConfig(t, "")
 	d := startDaemon(t, "kubernetes", t.TempDir(), "--config", cfg)
 	sb, err := d.Client.CreateSandbox(ctx(t), api.CreateSandboxRequest{Conversation: "k8s-procs-" + fmt.Sprint(time.Now().UnixNano()%1e6), Resources: &api.Resources{CPUs: 1, MemoryMB: 512}})
 	if err != nil {
