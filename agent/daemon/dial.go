@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -67,7 +68,9 @@ func dial(ctx context.Context, r *proto.DialRequest, st *yamux.Stream) (func(), 
 		return nil, errdefs.Unavailable("cannot connect to %s %s: %v; check that the server is listening", r.Network, r.Address, err)
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
-		c = &quickAckConn{TCPConn: tc}
+		if rc, err := tc.SyscallConn(); err == nil {
+			c = &quickAckConn{Conn: tc, tc: tc, rc: rc}
+		}
 	}
 	return func() { splice(st, c) }, nil
 }
@@ -79,13 +82,19 @@ func dial(ctx context.Context, r *proto.DialRequest, st *yamux.Stream) (func(), 
 // reads (this end, relaying to the pipe) delays it by up to 40 ms: every
 // such response through the pipe would take 40 ms. Linux clears
 // TCP_QUICKACK as it goes, so it is set again before each read.
+//
+// It holds the connection as a net.Conn, not by embedding *net.TCPConn:
+// that would lend it TCPConn's ReadFrom and WriteTo, which io.Copy (splice)
+// prefers, and which read and write without passing through these methods.
 type quickAckConn struct {
-	*net.TCPConn
+	net.Conn
+	tc *net.TCPConn
+	rc syscall.RawConn
 }
 
 func (q *quickAckConn) Read(p []byte) (int, error) {
 	q.quickAck()
-	n, err := q.TCPConn.Read(p)
+	n, err := q.tc.Read(p)
 	if n > 0 {
 		q.quickAck()
 	}
@@ -96,19 +105,17 @@ func (q *quickAckConn) Read(p []byte) (int, error) {
 // read make the kernel take the connection for an interactive one, which
 // delays acknowledgements to carry them on the next write.
 func (q *quickAckConn) Write(p []byte) (int, error) {
-	n, err := q.TCPConn.Write(p)
+	n, err := q.tc.Write(p)
 	q.quickAck()
 	return n, err
 }
 
 func (q *quickAckConn) quickAck() {
-	if rc, err := q.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1) })
-	}
+	q.rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1) })
 }
 
 // CloseWrite passes the half-close on (splice uses it).
-func (q *quickAckConn) CloseWrite() error { return q.TCPConn.CloseWrite() }
+func (q *quickAckConn) CloseWrite() error { return q.tc.CloseWrite() }
 
 // splice copies both ways until both directions end; the end of one
 // direction is passed on as a half-close where the connection allows it.
