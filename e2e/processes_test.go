@@ -209,8 +209,11 @@ func TestProcesses(t *testing.T) {
 		return nil
 	})
 
-	// The limit: six running (the server, the terminal and four more).
-	for i := 0; i < 4; i++ {
+	// The limit: six running (the server, the terminal, a ticker and three
+	// more).
+	procHTTP(t, d, "POST", "/v1/sandboxes/"+sb.ID+"/processes", api.StartProcess{Command: "i=0; while :; do i=$((i+1)); echo t$i; sleep 0.05; done"}, &p, http.StatusCreated)
+	ticker := p.ID
+	for i := 0; i < 3; i++ {
 		proc(map[string]any{"action": "start", "command": "sleep 600"})
 	}
 	if _, err := call(t, d, run.ID, "process", map[string]any{"action": "start", "command": "sleep 600"}); err == nil || !strings.Contains(err.Error(), "6") {
@@ -218,12 +221,42 @@ func TestProcesses(t *testing.T) {
 	}
 
 	// The run ends, sandboxd is killed and restarted: the server still runs,
-	// under the same id, and its output continues from the cursor.
+	// under the same id, and the ticker's output continues from the cursor
+	// with no gap and no repeat.
+	ticks := func(since int64) ([]int, int64) {
+		var po api.ProcessOutput
+		procHTTP(t, d, "GET", fmt.Sprintf("/v1/sandboxes/%s/processes/%s/output?since=%d", sb.ID, ticker, since), nil, &po, http.StatusOK)
+		var text strings.Builder
+		for _, c := range po.Chunks {
+			text.WriteString(c.Text)
+		}
+		var ns []int
+		for _, m := range regexp.MustCompile(`(?m)^t(\d+)$`).FindAllStringSubmatch(text.String(), -1) {
+			n, _ := strconv.Atoi(m[1])
+			ns = append(ns, n)
+		}
+		if po.Dropped != 0 {
+			t.Fatalf("the ticker's buffer dropped %d bytes", po.Dropped)
+		}
+		return ns, po.Next
+	}
+	before, cursor := ticks(0)
 	if err := d.Client.DeleteRun(ctx(t), run.ID); err != nil {
 		t.Fatal(err)
 	}
 	d.kill()
+	time.Sleep(500 * time.Millisecond) // the ticker prints on while sandboxd is down
 	d.start()
+	after, _ := ticks(cursor)
+	all := append(before, after...)
+	if len(before) == 0 || len(after) < 5 {
+		t.Fatalf("the ticker printed %d lines before the kill and %d after", len(before), len(after))
+	}
+	for i, n := range all {
+		if n != i+1 {
+			t.Fatalf("the ticker's output across a kill -9 of sandboxd has a gap or a repeat at %d: %v", i, all[max(0, i-3):min(len(all), i+3)])
+		}
+	}
 	var list []api.Process
 	procHTTP(t, d, "GET", "/v1/sandboxes/"+sb.ID+"/processes", nil, &list, http.StatusOK)
 	alive := false
