@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -318,6 +320,14 @@ func TestClusterReplicaKilledConversationsMove(t *testing.T) {
 	if editID == "" {
 		t.Fatalf("ast_edit gave no edit_id: %q", out)
 	}
+	// A process the agent owns: it lives through both failovers and its
+	// output reads on with no gap, through whichever replica owns it.
+	started := mustRcall(t, rs.clients[0], run.ID, "process", map[string]any{"action": "start", "command": "i=0; while :; do i=$((i+1)); echo f$i; sleep 0.5; done"})
+	m := regexp.MustCompile(`started (p\d+)`).FindStringSubmatch(started)
+	if m == nil {
+		t.Fatalf("process start gave no id: %q", started)
+	}
+	ticker := m[1]
 	owner := rs.owner(t, run.Conversation)
 	other := (owner + 1) % 3
 
@@ -386,6 +396,19 @@ func TestClusterReplicaKilledConversationsMove(t *testing.T) {
 	out = mustRcall(t, rs.clients[other], run.ID, "eval", evalArgs("python", "(kept, kpid == os.getpid())"))
 	if !strings.Contains(out, "before the kill") || !strings.Contains(out, "True") {
 		t.Fatalf("the kernel after the crash: %q", out)
+	}
+	if got := mustRcall(t, rs.clients[other], run.ID, "process", map[string]any{"action": "list"}); !regexp.MustCompile(ticker + `\s+running`).MatchString(got) {
+		t.Fatalf("after two failovers the process list is %q, want %s running", got, ticker)
+	}
+	got := mustRcall(t, rs.clients[other], run.ID, "process", map[string]any{"action": "output", "id": ticker, "since": 0})
+	lines := regexp.MustCompile(`(?m)^f(\d+)$`).FindAllStringSubmatch(got, -1)
+	if len(lines) < 20 {
+		t.Fatalf("the process printed %d lines across the failovers (want one each 0.5 s): %q", len(lines), got)
+	}
+	for i, l := range lines {
+		if l[1] != strconv.Itoa(i+1) {
+			t.Fatalf("the process's output across the failovers has a gap or a repeat at line %d: %q", i+1, got)
+		}
 	}
 	rs.waitAllReady(t, 3*time.Minute)
 }
