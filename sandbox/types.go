@@ -86,9 +86,12 @@ type Info struct {
 	Backend      string
 	Image        string
 	State        string
-	CreatedAt    time.Time
-	Workspace    string // absolute workspace root as the agent sees it
-	Labels       map[string]string
+	// StateSince is when the sandbox entered State, where the engine or
+	// sandboxd knows it (zero otherwise).
+	StateSince time.Time
+	CreatedAt  time.Time
+	Workspace  string // absolute workspace root as the agent sees it
+	Labels     map[string]string
 }
 
 // Backend creates, finds, removes and execs into sandboxes.
