@@ -2,7 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"syscall"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
 )
 
 // The lifecycle: a running sandbox can be paused (every process frozen in
@@ -15,15 +16,12 @@ import (
 // hibernation; resuming it starts its agent again on the same files.
 const StateHibernated = "hibernated"
 
-// SignalHibernate is what a hibernation sends the sandbox's PID 1 (the
-// agent's init): it records its processes as stopped by hibernation, kills
-// them and exits with ExitHibernated. An engine that keeps a stopped
-// container's exit status (Docker) reports StateHibernated by it.
-const SignalHibernate = syscall.SIGPWR
-
-// ExitHibernated is the agent's init's exit status after SignalHibernate
-// (EX_TEMPFAIL: it will be started again).
-const ExitHibernated = 75
+// SignalHibernate and ExitHibernated mark a hibernation in the engine
+// (proto.SignalHibernate).
+const (
+	SignalHibernate = proto.SignalHibernate
+	ExitHibernated  = proto.ExitHibernated
+)
 
 // Freezer is an optional Backend capability: freezing every process of a
 // sandbox (the cgroup freezer) and thawing it. Both are idempotent: pausing
