@@ -115,7 +115,7 @@ func contractTypes() []openapi.Option {
 		openapi.WithName(ToolSpec{}, "ToolSpec"),
 		openapi.WithName(ToolResult{}, "ToolResult"),
 		openapi.WithField(CreateSandboxRequest{}, "network", openapi.Enum("none", "bridge")),
-		openapi.WithField(Sandbox{}, "state", openapi.Enum(sandbox.StateRunning, sandbox.StateStopped, sandbox.StatePaused, sandbox.StateGone)),
+		openapi.WithField(Sandbox{}, "state", openapi.Enum(sandbox.StateRunning, sandbox.StatePaused, sandbox.StateHibernated, sandbox.StateStopped, sandbox.StateGone)),
 		openapi.WithField(CreateRunRequest{}, "surface", surface),
 		openapi.WithField(CreateRunRequest{}, "approval", approval),
 		openapi.WithField(Run{}, "surface", surface),

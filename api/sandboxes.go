@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -48,6 +49,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, tenant st
 		if spec.Network == sandbox.NetworkProxy || spec.Egress != nil {
 			return errdefs.FailedPrecondition("this sandboxd serves no egress proxy, so network \"proxy\", egress rules and secrets are not available; use \"none\" or \"bridge\"")
 		}
+	}
+	var err error
+	if spec.Lifecycle, err = s.lifecycleSpec(tenant, req.Lifecycle); err != nil {
+		return err
 	}
 	if req.Resources != nil {
 		spec.Resources = sandbox.Resources{CPUs: req.Resources.CPUs, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids}
@@ -127,7 +132,14 @@ func (s *Server) ownSandbox(r *http.Request, tenant string) (sandbox.Info, error
 }
 
 func sandboxOf(info sandbox.Info) Sandbox {
+	var since *time.Time
+	if !info.StateSince.IsZero() {
+		t := info.StateSince.UTC()
+		since = &t
+	}
 	return Sandbox{
+		StateSince:   since,
+		Lifecycle:    lifecycleOf(info),
 		ID:           info.ID,
 		Conversation: info.Conversation,
 		Backend:      info.Backend,

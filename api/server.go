@@ -104,8 +104,10 @@ type Server struct {
 	calls       Calls    // the call recorder (WithCalls); nil: GET /v1/runs/{id}/calls responds 503
 	egress      Egress   // network mode "proxy" (WithEgress); nil: refused
 	previews    Previews // preview links (WithPreviews); nil: 503, and the port proxy uses ownProxy
-	procMax     int      // processes running at once per sandbox (WithProcesses; 0: the agent's default)
-	procRing    int64    // output kept per process (WithProcesses; 0: the agent's default)
+	// lifecycleDefault is the tenant's default lifecycle (WithLifecycleDefaults); nil: none.
+	lifecycleDefault func(tenant string) sandbox.Lifecycle
+	procMax          int   // processes running at once per sandbox (WithProcesses; 0: the agent's default)
+	procRing         int64 // output kept per process (WithProcesses; 0: the agent's default)
 	knownSandboxes
 	ownProxy     *ports.Proxy
 	ownProxyOnce sync.Once // makes ownProxy

@@ -25,6 +25,9 @@ type CreateSandboxRequest struct {
 	// Secrets names the tenant's secrets sandboxd adds to a "proxy"
 	// sandbox's requests bound for their hosts.
 	Secrets []string `json:"secrets,omitempty"`
+	// Lifecycle is what idleness does to the sandbox; a key left out takes
+	// the tenant's default (config lifecycle).
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 }
 
 // EgressRules are allow and deny lists: host names with "*." wildcards and
@@ -48,12 +51,17 @@ type Workspace struct {
 
 // Sandbox is a sandbox as the API reports it.
 type Sandbox struct {
-	ID           string    `json:"id"`
-	Conversation string    `json:"conversation"`
-	Backend      string    `json:"backend"`
-	Image        string    `json:"image"`
-	State        string    `json:"state"`
-	CreatedAt    time.Time `json:"created_at"`
+	ID           string `json:"id"`
+	Conversation string `json:"conversation"`
+	Backend      string `json:"backend"`
+	Image        string `json:"image"`
+	// State is running, paused, hibernated, stopped or gone.
+	State string `json:"state"`
+	// StateSince is when the sandbox entered State, where it is known.
+	StateSince *time.Time `json:"state_since,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	// Lifecycle is what idleness does to the sandbox, as it was created.
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
 	// Workspace is the workspace root as tools see it ("/workspace" in a
 	// container; a folder for the host backend).
 	Workspace string `json:"workspace,omitempty"`

@@ -75,6 +75,8 @@ type Config struct {
 	// Egress is the deployment's egress policy for network "proxy"
 	// (egress.go).
 	Egress Egress `yaml:"egress"`
+	// Lifecycle is what idleness does to sandboxes (lifecycle.go).
+	Lifecycle Lifecycle `yaml:"lifecycle"`
 	// Preview is the links to a sandbox's ports (preview.go).
 	Preview Preview `yaml:"preview"`
 	// Secrets are the credentials of the admin token when no tenants are
@@ -96,6 +98,8 @@ type Tenant struct {
 	Egress *TenantEgress `yaml:"egress"`
 	// Secrets are the credentials this tenant's sandboxes may use.
 	Secrets []Secret `yaml:"secrets"`
+	// Lifecycle overrides the deployment's lifecycle, key by key.
+	Lifecycle *Lifecycle `yaml:"lifecycle"`
 }
 
 // Workers holds the command per worker tier.

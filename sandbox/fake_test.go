@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -95,6 +96,7 @@ func (f *fakeBackend) Create(ctx context.Context, spec Spec) (Info, error) {
 	if spec.Pool != "" {
 		info.Labels[LabelPool] = spec.Pool
 	}
+	maps.Copy(info.Labels, LifecycleLabels(spec))
 	f.boxes[id] = info
 	return info, nil
 }

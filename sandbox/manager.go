@@ -70,6 +70,10 @@ type entry struct {
 	info     Info
 	gen      uint64 // m.gen at insert: a refresh that listed before it must not drop it
 	lastUsed time.Time
+	// since is when a transition made here put the sandbox in sinceState
+	// (the engine keeps no time for some, e.g. a Docker pause).
+	since      time.Time
+	sinceState string
 	// checked is when the engine last said the sandbox runs (real time):
 	// a pipe handed out after stateCheck without one is checked first, so
 	// a paused or stopped sandbox fails fast instead of hanging the call.
@@ -275,7 +279,7 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (Info, error) {
 	m.mu.Lock()
 	m.insertLocked(info)
 	m.mu.Unlock()
-	return info, nil
+	return m.withSince(info), nil
 }
 
 // List returns the tenant's sandboxes, of one conversation or of all when
@@ -293,7 +297,11 @@ func (m *Manager) List(ctx context.Context, tenant, conversation string) ([]Info
 	var out []Info
 	for _, e := range m.byID {
 		if e.info.Tenant == tenant && (conversation == "" || e.info.Conversation == conversation) && !e.removing {
-			out = append(out, e.info)
+			info := e.info
+			if info.StateSince.IsZero() && info.State == e.sinceState {
+				info.StateSince = e.since
+			}
+			out = append(out, info)
 		}
 	}
 	m.mu.Unlock()

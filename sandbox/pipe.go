@@ -66,10 +66,15 @@ func (m *Manager) agent(ctx context.Context, conversation string, find func() (*
 		e.lastUsed = m.opts.now()
 		if c := e.client; c != nil && !isDone(c) {
 			info := e.info
-			fresh := time.Since(e.checked) < m.opts.stateCheck
+			// A sandbox paused through the manager is read again at once:
+			// its pipe is open but its agent frozen.
+			fresh := time.Since(e.checked) < m.opts.stateCheck && info.State == StateRunning
 			m.mu.Unlock()
 			if !fresh {
 				if info, err = m.recheck(ctx, e, conversation); err != nil {
+					if m.wakeFor(ctx, err) {
+						continue
+					}
 					return nil, Info{}, err
 				}
 			}
@@ -90,9 +95,29 @@ func (m *Manager) agent(ctx context.Context, conversation string, find func() (*
 			return nil, Info{}, errdefs.DeadlineExceeded("connecting to the agent of conversation %s: %v; retry", conversation, ctx.Err())
 		}
 		if d.err != nil {
+			if m.wakeFor(ctx, d.err) {
+				continue
+			}
 			return nil, Info{}, d.err
 		}
 	}
+}
+
+// wakeFor resumes the sandbox err says is asleep (paused or hibernated)
+// and reports whether the caller should try again; any other error, or a
+// resume that fails, is left to the caller (a failed resume is logged and
+// its error message replaces err through the next attempt's state read).
+func (m *Manager) wakeFor(ctx context.Context, err error) bool {
+	var asleep *errAsleep
+	if !errors.As(err, &asleep) {
+		return false
+	}
+	if werr := m.wake(ctx, asleep.info); werr != nil {
+		m.log.Warn("cannot resume a sandbox for a call", "id", asleep.info.ID, "conversation", asleep.info.Conversation, "err", werr)
+		asleep.wakeErr = werr
+		return false
+	}
+	return true
 }
 
 // dialer opens e's pipe and publishes the outcome through d. It runs under
@@ -182,6 +207,9 @@ func (m *Manager) open(ctx context.Context, id, conv string) (*agent.Client, Inf
 		return nil, Info{}, err
 	}
 	if info.State != StateRunning {
+		if m.asleep(info) {
+			return nil, Info{}, &errAsleep{info: info}
+		}
 		return nil, Info{}, m.stateErr(info, conv)
 	}
 	rwc, err := m.backend.AttachAgent(ctx, id)
@@ -278,6 +306,8 @@ func (m *Manager) recheck(ctx context.Context, e *entry, conv string) (Info, err
 	case err != nil:
 		m.log.Debug("cannot read the sandbox's state; using its open pipe", "id", id, "err", err)
 		return cached, nil
+	case info.State != StateRunning && m.asleep(info):
+		return Info{}, &errAsleep{info: info}
 	case info.State != StateRunning:
 		return Info{}, m.stateErr(info, conv)
 	}
@@ -299,6 +329,8 @@ func (m *Manager) stateErr(info Info, conv string) error {
 		return errdefs.FailedPrecondition("the sandbox of conversation %s is paused (frozen in its engine outside sandboxd; its workspace and processes are kept); %s, and the next call works", conv, hint)
 	case StateGone:
 		return errdefs.NotFound("the sandbox of conversation %s is being removed; create a new one", conv)
+	case StateHibernated:
+		return errdefs.FailedPrecondition("the sandbox of conversation %s is hibernated (its files are kept, its processes were stopped); resume it with POST /v1/sandboxes/%s/resume", conv, info.ID)
 	}
 	return errdefs.FailedPrecondition("the sandbox of conversation %s is no longer running (it was stopped outside sandboxd); delete it and create a new one", conv)
 }

@@ -14,8 +14,11 @@ func (m *Manager) reaper() {
 	if ttl := m.opts.idleTTL; ttl > 0 && ttl/4 < every {
 		every = max(ttl/4, 100*time.Millisecond)
 	}
-	t := time.NewTicker(every)
+	// The lifecycles are looked at more often than the map is refreshed.
+	tick := min(every, lifecycleEvery)
+	t := time.NewTicker(tick)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-m.ctx.Done():
@@ -23,11 +26,15 @@ func (m *Manager) reaper() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(m.ctx, every+30*time.Second)
-		m.periodicRefresh(ctx)
-		m.keepAttached()
-		if m.opts.idleTTL > 0 {
-			m.reap(ctx)
+		if time.Since(last) >= every-tick/2 {
+			last = time.Now()
+			m.periodicRefresh(ctx)
+			m.keepAttached()
+			if m.opts.idleTTL > 0 {
+				m.reap(ctx)
+			}
 		}
+		m.idleLifecycles(ctx)
 		cancel()
 	}
 }

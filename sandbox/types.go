@@ -66,6 +66,9 @@ type Spec struct {
 	// (bind-mounted by Docker, used in place by the host backend). Callers
 	// have already checked it against the allowed host paths.
 	HostWorkspace string
+	// Lifecycle is what idleness does to the sandbox (LabelLifecycle);
+	// zero leaves it to the manager's default.
+	Lifecycle Lifecycle
 	// Pool, when set, makes a warm-pool sandbox: the backend stamps it in
 	// LabelPool, and Tenant and Conversation are empty until Claim.
 	Pool string

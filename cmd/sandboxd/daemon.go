@@ -146,7 +146,8 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 
 	pools := poolSpecs(cfg, lv.backend.Name())
 	mgrOpts := []sandbox.Option{sandbox.WithIdleTTL(cfg.IdleTTL.D()), sandbox.WithLogger(log), sandbox.WithObserver(lv.metrics),
-		sandbox.WithPools(pools...), sandbox.WithAttachHook(lv.attach.run)}
+		sandbox.WithPools(pools...), sandbox.WithAttachHook(lv.attach.run),
+		sandbox.WithLifecycle(func(info sandbox.Info) sandbox.Lifecycle { return lifecycleFor(cfg, info.Tenant) })}
 	if lv.rep != nil {
 		lv.attach.claim = lv.rep.claim
 		mgrOpts = append(mgrOpts, lv.rep.managerOptions()...)
@@ -259,6 +260,7 @@ func (lv *leaves) buildEdges(ctx context.Context) (*edges, error) {
 		api.WithToolStream(cfg.Limits.StreamHeartbeat.D(), cfg.Limits.MaxStreamBytes),
 		api.WithEnvHooks(envHooks...), api.WithReadyNotes(lv.mgr.PoolProblems), api.WithRunTokens(lv.tokens),
 		api.WithProcesses(cfg.Processes.MaxRunning, cfg.Processes.RingBytes),
+		api.WithLifecycleDefaults(func(tenant string) sandbox.Lifecycle { return lifecycleFor(cfg, tenant) }),
 	}, services...)...)
 	// A run that expires or ends with its parent drops its MCP sessions at
 	// once, not on their next use.
@@ -423,4 +425,10 @@ func (f *runEndFanout) ended(r tools.Run, reason string) {
 	for _, l := range ls {
 		l(r, reason)
 	}
+}
+
+// lifecycleFor is the tenant's default lifecycle from the config.
+func lifecycleFor(cfg *config.Config, tenant string) sandbox.Lifecycle {
+	l := cfg.LifecycleFor(tenant)
+	return sandbox.Lifecycle{PauseAfter: l.PauseAfter.D(), HibernateAfter: l.HibernateAfter.D(), DeleteAfter: l.DeleteAfter.D()}
 }

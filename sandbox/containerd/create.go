@@ -148,6 +148,7 @@ func labels(spec sandbox.Spec, deployment string) map[string]string {
 		sandbox.LabelCreatedAt:    time.Now().UTC().Format(time.RFC3339Nano),
 	}
 	maps.Copy(l, sandbox.NetworkLabels(spec))
+	maps.Copy(l, sandbox.LifecycleLabels(spec))
 	return l
 }
 

@@ -68,6 +68,7 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 		b.pooled.Store(true)
 	}
 	maps.Copy(labels, sandbox.NetworkLabels(spec))
+	maps.Copy(labels, sandbox.LifecycleLabels(spec))
 	env := make([]string, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])

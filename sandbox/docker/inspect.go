@@ -68,10 +68,11 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 		if len(c.Names) > 0 {
 			name = c.Names[0]
 		}
-		i := info(c.ID, name, c.Image, string(c.State), time.Unix(c.Created, 0), c.Labels)
+		state := mapState(string(c.State), exitCodeOf(c.Status))
+		i := info(c.ID, name, c.Image, state, time.Unix(c.Created, 0), c.Labels)
 		listed[i.ID] = true
 		if v, ok := records[i.ID]; ok && c.Labels[sandbox.LabelPool] != "" {
-			i = info(c.ID, name, c.Image, string(c.State), time.Unix(c.Created, 0), withClaim(c.Labels, v.Labels))
+			i = info(c.ID, name, c.Image, state, time.Unix(c.Created, 0), withClaim(c.Labels, v.Labels))
 		}
 		out = append(out, i)
 	}
@@ -140,20 +141,19 @@ func (b *Backend) inspect(ctx context.Context, id string) (container.InspectResp
 }
 
 func infoOf(c container.InspectResponse) sandbox.Info {
-	state := ""
-	if c.State != nil {
-		state = string(c.State.Status)
-	}
 	created, _ := time.Parse(time.RFC3339Nano, c.Created)
 	var img string
 	var labels map[string]string
 	if c.Config != nil {
 		img, labels = c.Config.Image, c.Config.Labels
 	}
-	return info(c.ID, c.Name, img, state, created, labels)
+	i := info(c.ID, c.Name, img, mapStateOf(c), created, labels)
+	i.StateSince = stateSince(c)
+	return i
 }
 
-// info builds an Info from what List and Inspect both know.
+// info builds an Info from what List and Inspect both know; state is the
+// API's (mapState).
 func info(cid, name, img, state string, engineCreated time.Time, labels map[string]string) sandbox.Info {
 	id := strings.TrimPrefix(strings.TrimPrefix(name, "/"), NamePrefix)
 	if !strings.HasPrefix(strings.TrimPrefix(name, "/"), NamePrefix) || !validID(id) {
@@ -170,7 +170,7 @@ func info(cid, name, img, state string, engineCreated time.Time, labels map[stri
 		Deployment:   labels[sandbox.LabelDeployment],
 		Backend:      "docker",
 		Image:        img,
-		State:        mapState(state),
+		State:        state,
 		CreatedAt:    created.UTC(),
 		Workspace:    Workspace,
 		Labels:       maps.Clone(labels),
@@ -178,9 +178,10 @@ func info(cid, name, img, state string, engineCreated time.Time, labels map[stri
 }
 
 // mapState folds the engine's states into the API's: only "running" can take
-// tool calls; "paused" keeps everything until unpaused; "removing" is as
-// good as gone.
-func mapState(s string) string {
+// tool calls; "paused" keeps everything until unpaused; a container whose
+// init exited with the hibernation's status is hibernated; "removing" is
+// as good as gone.
+func mapState(s string, exitCode int) string {
 	switch s {
 	case "running":
 		return sandbox.StateRunning
@@ -188,6 +189,10 @@ func mapState(s string) string {
 		return sandbox.StatePaused
 	case "removing":
 		return sandbox.StateGone
+	case "exited":
+		if exitCode == sandbox.ExitHibernated {
+			return sandbox.StateHibernated
+		}
 	}
 	return sandbox.StateStopped
 }

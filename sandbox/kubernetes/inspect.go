@@ -110,7 +110,7 @@ func infoOf(p *corev1.Pod) sandbox.Info {
 		labels = map[string]string{}
 	}
 	// The raw values live in the annotations; the labels may be hashes.
-	for _, k := range []string{sandbox.LabelTenant, sandbox.LabelConversation, sandbox.LabelCreatedAt, sandbox.LabelEgress, sandbox.LabelEgressChange} {
+	for _, k := range []string{sandbox.LabelTenant, sandbox.LabelConversation, sandbox.LabelCreatedAt, sandbox.LabelEgress, sandbox.LabelEgressChange, sandbox.LabelLifecycle} {
 		if v, ok := p.Annotations[k]; ok {
 			labels[k] = v
 		}

@@ -53,6 +53,7 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 	if v, ok := sandbox.NetworkLabels(spec)[sandbox.LabelEgress]; ok {
 		annotations[sandbox.LabelEgress] = v // JSON: not a valid label value
 	}
+	maps.Copy(annotations, sandbox.LifecycleLabels(spec)) // JSON too
 	env := make([]corev1.EnvVar, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
