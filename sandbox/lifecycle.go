@@ -23,10 +23,17 @@ const (
 	ExitHibernated  = proto.ExitHibernated
 )
 
+// LabelPausedAt marks, in Info.Labels, a sandbox paused through Freezer.Pause
+// (RFC 3339), as the backend records it: a call resumes such a sandbox,
+// while one paused in the engine by someone else is reported with the way
+// to unpause it.
+const LabelPausedAt = "io.sandboxd.paused-at"
+
 // Freezer is an optional Backend capability: freezing every process of a
 // sandbox (the cgroup freezer) and thawing it. Both are idempotent: pausing
 // a paused sandbox or unpausing a running one succeeds and changes nothing.
-// Inspect and List report StatePaused while it is frozen.
+// Inspect and List report StatePaused while it is frozen, with
+// LabelPausedAt for a pause made by Pause.
 type Freezer interface {
 	Pause(ctx context.Context, id string) error
 	Unpause(ctx context.Context, id string) error

@@ -183,8 +183,10 @@ func (m *Manager) settle(ctx context.Context, id, conv, want string) (Info, erro
 func (m *Manager) asleep(info Info) bool {
 	switch info.State {
 	case StatePaused:
+		// Only a pause of sandboxd's own: one made in the engine by
+		// someone else is theirs to undo (stateErr says how).
 		_, ok := m.backend.(Freezer)
-		return ok
+		return ok && info.Labels[LabelPausedAt] != ""
 	case StateHibernated:
 		_, ok := m.backend.(Hibernator)
 		return ok

@@ -58,6 +58,15 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 			}
 		}
 	}
+	var paused map[string]string
+	for _, c := range cs {
+		if c.State == "paused" && b.dep.Owns(c.Labels) {
+			if paused, err = b.pauses(ctx); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
 	listed := make(map[string]bool, len(cs))
 	out := make([]sandbox.Info, 0, len(cs))
 	for _, c := range cs {
@@ -74,7 +83,7 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 		if v, ok := records[i.ID]; ok && c.Labels[sandbox.LabelPool] != "" {
 			i = info(c.ID, name, c.Image, state, time.Unix(c.Created, 0), withClaim(c.Labels, v.Labels))
 		}
-		out = append(out, i)
+		out = append(out, withPause(i, paused[i.ID]))
 	}
 	if len(records) > 0 {
 		b.dropOrphanClaims(ctx, records, listed)
@@ -105,7 +114,11 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) 
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	return infoOf(c), nil
+	i := infoOf(c)
+	if i.State == sandbox.StatePaused {
+		i = withPause(i, b.pauseOf(ctx, id))
+	}
+	return i, nil
 }
 
 // inspect finds our container for id; anything without our label or of

@@ -38,7 +38,11 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	case c.State == nil || !c.State.Running:
 		return errdefs.FailedPrecondition("sandbox %s is not running (%s), so it cannot be paused; resume it first", id, mapStateOf(c))
 	}
+	if err := b.recordPause(ctx, id); err != nil {
+		return err
+	}
 	if err := b.cli.ContainerPause(ctx, c.ID); err != nil {
+		b.dropPause(context.WithoutCancel(ctx), id)
 		return engineErr("pause sandbox "+id, err)
 	}
 	return nil
@@ -51,11 +55,13 @@ func (b *Backend) Unpause(ctx context.Context, id string) error {
 		return err
 	}
 	if c.State == nil || !c.State.Paused {
+		b.dropPause(ctx, id)
 		return nil
 	}
 	if err := b.cli.ContainerUnpause(ctx, c.ID); err != nil {
 		return engineErr("unpause sandbox "+id, err)
 	}
+	b.dropPause(ctx, id)
 	return nil
 }
 
@@ -83,6 +89,7 @@ func (b *Backend) Hibernate(ctx context.Context, id string) error {
 		if err := b.cli.ContainerUnpause(ctx, c.ID); err != nil {
 			return engineErr("hibernate sandbox "+id+" (thaw it first)", err)
 		}
+		b.dropPause(ctx, id)
 	}
 	if err := b.cli.ContainerKill(ctx, c.ID, "SIGPWR"); err != nil {
 		return engineErr("hibernate sandbox "+id+" (signal its agent)", err)

@@ -19,6 +19,7 @@ func (b *Backend) Remove(ctx context.Context, id string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr("remove sandbox "+id, err)
 	}
+	b.dropPause(ctx, id)
 	// After the container: a record without its container is an orphan
 	// that List cleans up; a container without its record would look
 	// unclaimed.
