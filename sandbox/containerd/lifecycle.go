@@ -153,7 +153,9 @@ func (b *Backend) Hibernate(ctx context.Context, id string) error {
 	// up: the sandbox must be either running or hibernated, never between.
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), transitionTimeout)
 	defer cancel()
-	at := time.Now()
+	// A task stopped already keeps the mark it has (it tells when the
+	// hibernation stopped it); one this call stops gets a new one.
+	at, mark := time.Now(), l[LabelHibernatedAt] == ""
 	switch st.Status {
 	case containerd.Paused, containerd.Pausing:
 		// A frozen init cannot handle the signal.
@@ -165,6 +167,7 @@ func (b *Backend) Hibernate(ctx context.Context, id string) error {
 		if at, err = b.stopInit(tctx, t, id); err != nil {
 			return err
 		}
+		mark = true
 	default:
 		// Stopped already (or never started): there is nothing to signal.
 		if !st.ExitTime.IsZero() && st.Status == containerd.Stopped {
@@ -173,7 +176,7 @@ func (b *Backend) Hibernate(ctx context.Context, id string) error {
 	}
 	// The mark goes before the task is deleted, so that no moment shows a
 	// sandbox without a task and without the mark (which reads "stopped").
-	if l[LabelHibernatedAt] == "" || st.Status == containerd.Running || st.Status == containerd.Paused || st.Status == containerd.Pausing {
+	if mark {
 		if err := b.setLabels(tctx, c, id, map[string]string{LabelHibernatedAt: stamp(at), LabelPausedAt: ""}); err != nil {
 			return err
 		}
