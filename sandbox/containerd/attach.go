@@ -12,6 +12,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
 	"github.com/sandboxd/sandboxd/sandbox/internal/logcap"
 )
@@ -33,10 +34,9 @@ func (b *Backend) AttachAgent(ctx context.Context, id string) (io.ReadWriteClose
 	if err != nil {
 		return nil, err
 	}
-	notRunning := errdefs.FailedPrecondition("sandbox %s is not running; delete it and create a new one", id)
 	t, err := c.Task(ctx, nil)
 	if cerrdefs.IsNotFound(err) {
-		return nil, notRunning
+		return nil, b.notAttachable(ctx, c, id)
 	}
 	if err != nil {
 		return nil, engineErr("find the task of sandbox "+id, err)
@@ -46,7 +46,7 @@ func (b *Backend) AttachAgent(ctx context.Context, id string) (io.ReadWriteClose
 		return nil, errdefs.FailedPrecondition("sandbox %s is paused; resume it (ctr -n %s task resume %s%s) and retry", id, b.ns, NamePrefix, id)
 	}
 	if err != nil || st.Status != containerd.Running {
-		return nil, notRunning
+		return nil, b.notAttachable(ctx, c, id)
 	}
 	spec, err := c.Spec(ctx)
 	if err != nil {
@@ -88,6 +88,17 @@ func (b *Backend) AttachAgent(ctx context.Context, id string) (io.ReadWriteClose
 	e := &execPipe{p: p, in: inW, out: outR, cancel: cancel, done: make(chan struct{})}
 	go e.reap(wctx, exited, outW)
 	return e, nil
+}
+
+// notAttachable says why a sandbox whose task does not run has no agent to
+// reach: a hibernated one is resumed, a stopped one made again.
+func (b *Backend) notAttachable(ctx context.Context, c containerd.Container, id string) error {
+	if l, err := c.Labels(ctx); err == nil {
+		if state, _, err := b.state(ctx, c, l); err == nil && state == sandbox.StateHibernated {
+			return errdefs.FailedPrecondition("sandbox %s is hibernated; resume it and retry", id)
+		}
+	}
+	return errdefs.FailedPrecondition("sandbox %s is not running; delete it and create a new one", id)
 }
 
 // execPipe is one `sandbox-agent attach` exec. Its one goroutine (reap)

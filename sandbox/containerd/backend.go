@@ -13,7 +13,12 @@
 // Images are not pulled: copy them from Docker with ImportFromDocker or
 // scripts/containerd-import.sh. Unlike Docker's unless-stopped policy,
 // nothing restarts a sandbox whose task died (a host reboot): it is
-// reported stopped.
+// reported stopped until it is woken.
+//
+// Pause freezes the task (the cgroup freezer). Hibernate stops the task and
+// deletes it, keeping the container, whose snapshot holds the sandbox's own
+// file system changes, and marks it (LabelHibernatedAt); Wake starts a new
+// task on it with the spec creation gave it.
 package containerd
 
 import (

@@ -102,6 +102,17 @@ func TestSuite(t *testing.T) {
 	)
 }
 
+// TestLifecycle: pause, hibernate and wake on the real containerd, each
+// backend of the suite a new client on the same namespace (as a restarted
+// sandboxd or another replica).
+func TestLifecycle(t *testing.T) {
+	needContainerd(t)
+	dataDir := t.TempDir()
+	sandboxtest.RunLifecycle(t, func(t *testing.T, d sandbox.Deployment) sandbox.Backend {
+		return newTestBackend(t, WithDeployment(d), WithDataDir(dataDir))
+	}, sandboxtest.WithImage(testImage))
+}
+
 // taskOf runs do on sandbox id's task, as `ctr task pause|resume` would.
 func taskOf(ctx context.Context, b *Backend, id string, do func(containerd.Task, context.Context) error) error {
 	ctx = b.nsCtx(ctx)

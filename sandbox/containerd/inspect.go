@@ -111,13 +111,16 @@ func (b *Backend) info(ctx context.Context, c containerd.Container) (sandbox.Inf
 		}
 		return sandbox.Info{}, engineErr("read sandbox "+sandboxID(c.ID()), err)
 	}
-	state, err := b.state(ctx, c)
-	if err != nil {
-		return sandbox.Info{}, err
-	}
 	created, err := time.Parse(time.RFC3339Nano, rec.Labels[sandbox.LabelCreatedAt])
 	if err != nil {
 		created = rec.CreatedAt
+	}
+	state, since, err := b.state(ctx, c, rec.Labels)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
+	if state == sandbox.StateRunning && since.IsZero() {
+		since = created.UTC() // the first task starts at creation
 	}
 	return sandbox.Info{
 		ID:           sandboxID(c.ID()),
@@ -127,38 +130,58 @@ func (b *Backend) info(ctx context.Context, c containerd.Container) (sandbox.Inf
 		Backend:      "containerd",
 		Image:        rec.Image,
 		State:        state,
+		StateSince:   since,
 		CreatedAt:    created.UTC(),
 		Workspace:    docker.Workspace,
 		Labels:       maps.Clone(rec.Labels),
 	}, nil
 }
 
-// state folds the task's status into the API's states: only a running task
-// takes tool calls; a paused (or pausing) one keeps everything until it is
-// resumed; a container without a task (after a reboot, or killed and
-// deleted) is stopped.
-func (b *Backend) state(ctx context.Context, c containerd.Container) (string, error) {
+// state folds the task's status into the API's states, with the time the
+// sandbox entered it where the engine or a lifecycle label tells: only a
+// running task takes tool calls; a paused (or pausing) one keeps everything
+// until it is resumed; a container whose task was stopped for a
+// hibernation (its mark, or the init's exit status for one cut short before
+// the mark) is hibernated; any other without a running task (after a
+// reboot, or killed) is stopped.
+func (b *Backend) state(ctx context.Context, c containerd.Container, l map[string]string) (string, time.Time, error) {
+	noTask := func() (string, time.Time, error) {
+		if l[LabelHibernatedAt] != "" {
+			return sandbox.StateHibernated, labelTime(l, LabelHibernatedAt), nil
+		}
+		return sandbox.StateStopped, time.Time{}, nil
+	}
 	t, err := c.Task(ctx, nil)
 	if cerrdefs.IsNotFound(err) {
-		return sandbox.StateStopped, nil
+		return noTask()
 	}
 	if err != nil {
-		return "", engineErr("find the task of sandbox "+sandboxID(c.ID()), err)
+		return "", time.Time{}, engineErr("find the task of sandbox "+sandboxID(c.ID()), err)
 	}
 	st, err := t.Status(ctx)
 	if cerrdefs.IsNotFound(err) {
-		return sandbox.StateStopped, nil
+		return noTask()
 	}
 	if err != nil {
-		return "", engineErr("read the task status of sandbox "+sandboxID(c.ID()), err)
+		return "", time.Time{}, engineErr("read the task status of sandbox "+sandboxID(c.ID()), err)
 	}
 	switch st.Status {
 	case containerd.Running:
-		return sandbox.StateRunning, nil
+		return sandbox.StateRunning, labelTime(l, LabelRunningSince), nil
 	case containerd.Paused, containerd.Pausing:
-		return sandbox.StatePaused, nil
+		return sandbox.StatePaused, labelTime(l, LabelPausedAt), nil
 	}
-	return sandbox.StateStopped, nil
+	if l[LabelHibernatedAt] != "" {
+		return noTask()
+	}
+	var exited time.Time
+	if st.Status == containerd.Stopped {
+		exited = st.ExitTime.UTC()
+		if st.ExitStatus == sandbox.ExitHibernated {
+			return sandbox.StateHibernated, exited, nil
+		}
+	}
+	return sandbox.StateStopped, exited, nil
 }
 
 // sandboxID is the API's id of a container id.
