@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -30,6 +31,11 @@ func (s sleepyFake) to(id, from, to string) error {
 	}
 	if b.State == from || from == "" {
 		b.State = to
+		b.Labels = maps.Clone(b.Labels)
+		delete(b.Labels, LabelPausedAt)
+		if to == StatePaused {
+			b.Labels[LabelPausedAt] = time.Now().UTC().Format(time.RFC3339Nano)
+		}
 		s.boxes[id] = b
 	}
 	if to == StateHibernated {

@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/internal/logcap"
 )
 
@@ -29,7 +30,10 @@ func (b *Backend) AttachAgent(ctx context.Context, id string) (io.ReadWriteClose
 		return nil, errdefs.FailedPrecondition("sandbox %s is paused; unpause it (docker unpause %s%s) and retry", id, NamePrefix, id)
 	}
 	if c.State == nil || !c.State.Running {
-		return nil, errdefs.FailedPrecondition("sandbox %s is not running; delete it and create a new one", id)
+		if mapStateOf(c) == sandbox.StateHibernated || b.recordOf(ctx, HibernateVolumePrefix, id) != "" {
+			return nil, errdefs.FailedPrecondition("sandbox %s is hibernated; resume it (POST /v1/sandboxes/%s/resume) and retry", id, id)
+		}
+		return nil, errdefs.FailedPrecondition("sandbox %s is not running; resume it (POST /v1/sandboxes/%s/resume), or delete it and create a new one", id, id)
 	}
 	agent := AgentPath
 	if !hasAgentMount(c) {

@@ -112,6 +112,15 @@ func TestSuite(t *testing.T) {
 	)
 }
 
+// TestLifecycle runs the lifecycle suite: pause, hibernate and wake as the
+// engine itself reports them.
+func TestLifecycle(t *testing.T) {
+	needDocker(t)
+	sandboxtest.RunLifecycle(t, func(t *testing.T, d sandbox.Deployment) sandbox.Backend {
+		return newTestBackend(t, WithDeployment(d))
+	}, sandboxtest.WithImage(testImage))
+}
+
 func execOut(t *testing.T, m *sandbox.Manager, tenant, conv string, argv ...string) *proto.ExecResponse {
 	t.Helper()
 	c, _, err := m.Agent(ctx(t), tenant, conv)

@@ -58,10 +58,14 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 			}
 		}
 	}
-	var paused map[string]string
+	// The state records, read only when some sandbox is paused or stopped.
+	var paused, hibernated map[string]string
 	for _, c := range cs {
-		if c.State == "paused" && b.dep.Owns(c.Labels) {
-			if paused, err = b.pauses(ctx); err != nil {
+		if (c.State == "paused" || c.State == "exited" || c.State == "created") && b.dep.Owns(c.Labels) {
+			if paused, err = b.records(ctx, PauseVolumePrefix); err == nil {
+				hibernated, err = b.records(ctx, HibernateVolumePrefix)
+			}
+			if err != nil {
 				return nil, err
 			}
 			break
@@ -83,7 +87,7 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 		if v, ok := records[i.ID]; ok && c.Labels[sandbox.LabelPool] != "" {
 			i = info(c.ID, name, c.Image, state, time.Unix(c.Created, 0), withClaim(c.Labels, v.Labels))
 		}
-		out = append(out, withPause(i, paused[i.ID]))
+		out = append(out, withRecord(i, paused[i.ID], hibernated[i.ID]))
 	}
 	if len(records) > 0 {
 		b.dropOrphanClaims(ctx, records, listed)
@@ -115,8 +119,11 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) 
 		return sandbox.Info{}, err
 	}
 	i := infoOf(c)
-	if i.State == sandbox.StatePaused {
-		i = withPause(i, b.pauseOf(ctx, id))
+	switch i.State {
+	case sandbox.StatePaused:
+		i = withRecord(i, b.recordOf(ctx, PauseVolumePrefix, id), "")
+	case sandbox.StateStopped, sandbox.StateHibernated:
+		i = withRecord(i, "", b.recordOf(ctx, HibernateVolumePrefix, id))
 	}
 	return i, nil
 }

@@ -38,11 +38,11 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	case c.State == nil || !c.State.Running:
 		return errdefs.FailedPrecondition("sandbox %s is not running (%s), so it cannot be paused; resume it first", id, mapStateOf(c))
 	}
-	if err := b.recordPause(ctx, id); err != nil {
+	if err := b.record(ctx, PauseVolumePrefix, id); err != nil {
 		return err
 	}
 	if err := b.cli.ContainerPause(ctx, c.ID); err != nil {
-		b.dropPause(context.WithoutCancel(ctx), id)
+		b.drop(context.WithoutCancel(ctx), PauseVolumePrefix, id)
 		return engineErr("pause sandbox "+id, err)
 	}
 	return nil
@@ -54,14 +54,17 @@ func (b *Backend) Unpause(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if c.State == nil || !c.State.Paused {
-		b.dropPause(ctx, id)
+	switch {
+	case c.State != nil && c.State.Running && !c.State.Paused:
+		b.drop(ctx, PauseVolumePrefix, id)
 		return nil
+	case c.State == nil || !c.State.Paused:
+		return errdefs.FailedPrecondition("sandbox %s is %s, not paused; resume it instead", id, mapStateOf(c))
 	}
 	if err := b.cli.ContainerUnpause(ctx, c.ID); err != nil {
 		return engineErr("unpause sandbox "+id, err)
 	}
-	b.dropPause(ctx, id)
+	b.drop(ctx, PauseVolumePrefix, id)
 	return nil
 }
 
@@ -77,7 +80,7 @@ func (b *Backend) Hibernate(ctx context.Context, id string) error {
 		return err
 	}
 	if c.State == nil || (!c.State.Running && !c.State.Paused && !c.State.Restarting) {
-		if mapStateOf(c) == sandbox.StateHibernated {
+		if mapStateOf(c) == sandbox.StateHibernated || b.recordOf(ctx, HibernateVolumePrefix, id) != "" {
 			return nil
 		}
 		return errdefs.FailedPrecondition("sandbox %s is %s, not running, so there is nothing to hibernate; resume it first", id, mapStateOf(c))
@@ -85,18 +88,24 @@ func (b *Backend) Hibernate(ctx context.Context, id string) error {
 	if _, err := b.cli.ContainerUpdate(ctx, c.ID, container.UpdateConfig{RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled}}); err != nil {
 		return engineErr("hibernate sandbox "+id+" (set its restart policy)", err)
 	}
+	if err := b.record(ctx, HibernateVolumePrefix, id); err != nil {
+		return err
+	}
+	// From here on the sandbox reads as hibernated once it stops, however
+	// it stops; the exit status says whether its agent recorded its
+	// processes.
 	if c.State.Paused {
 		if err := b.cli.ContainerUnpause(ctx, c.ID); err != nil {
 			return engineErr("hibernate sandbox "+id+" (thaw it first)", err)
 		}
-		b.dropPause(ctx, id)
+		b.drop(ctx, PauseVolumePrefix, id)
 	}
 	if err := b.cli.ContainerKill(ctx, c.ID, "SIGPWR"); err != nil {
 		return engineErr("hibernate sandbox "+id+" (signal its agent)", err)
 	}
 	if err := b.waitExit(ctx, c.ID, hibernateGrace); err != nil {
-		// Killed, the sandbox is stopped rather than hibernated; resume
-		// works the same, its processes are only not recorded.
+		// Killed: still hibernated by its record, its processes only not
+		// recorded as stopped by hibernation.
 		b.log.Warn("the agent did not exit on the hibernation signal; killing the sandbox's processes", "id", id, "err", err)
 		if err := b.cli.ContainerKill(ctx, c.ID, "SIGKILL"); err != nil {
 			return engineErr("hibernate sandbox "+id+" (kill it)", err)
@@ -138,6 +147,7 @@ func (b *Backend) Wake(ctx context.Context, id string) error {
 		return engineErr("wake sandbox "+id+" (restore its restart policy)", err)
 	}
 	if c.State != nil && c.State.Running {
+		b.drop(ctx, HibernateVolumePrefix, id)
 		return nil
 	}
 	if err := b.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
@@ -150,6 +160,7 @@ func (b *Backend) Wake(ctx context.Context, id string) error {
 			return err
 		}
 		if c.State != nil && c.State.Running {
+			b.drop(ctx, HibernateVolumePrefix, id)
 			return nil
 		}
 		if time.Now().After(deadline) {

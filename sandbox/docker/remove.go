@@ -19,7 +19,8 @@ func (b *Backend) Remove(ctx context.Context, id string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr("remove sandbox "+id, err)
 	}
-	b.dropPause(ctx, id)
+	b.drop(ctx, PauseVolumePrefix, id)
+	b.drop(ctx, HibernateVolumePrefix, id)
 	// After the container: a record without its container is an orphan
 	// that List cleans up; a container without its record would look
 	// unclaimed.
