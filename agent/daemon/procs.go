@@ -91,6 +91,8 @@ func (ps *processService) register(t opTable) {
 	addBody(t, proto.OpWait, func(r *proto.Request) *proto.WaitRequest { return r.Wait }, ps.wait)
 	// A list without a body lists every process.
 	t.add(proto.OpList, ps.list)
+	// Nor an activity (procs_activity.go).
+	t.add(proto.OpActivity, ps.activity)
 	addBody(t, proto.OpSetEnv, func(r *proto.Request) *proto.SetEnvRequest { return r.SetEnv }, ps.setEnv)
 	ps.registerLong(t)
 }

@@ -98,7 +98,8 @@ type longTable struct {
 	log       *slog.Logger
 	reaper    reaper
 	oom       *oomCounter
-	idPath    string // the next id's record in the state dir; "" keeps it in memory
+	clock     outputClock // the last output of any of them (op activity)
+	idPath    string      // the next id's record in the state dir; "" keeps it in memory
 	retainFor time.Duration
 
 	// mu guards next, order, byID and closed; a start holds it from the
@@ -230,6 +231,7 @@ func (t *longTable) start(r *proto.ProcStartRequest, sandboxEnv map[string]strin
 		return fail(errdefs.ResourceExhausted("the sandbox already runs %d processes (%s), its limit of %d; stop one (signal or kill) before starting another",
 			len(live), strings.Join(live, ", "), limit))
 	}
+	p.ring.clock = &t.clock
 	p.info.ID = "p" + strconv.Itoa(t.next)
 	t.next++
 	if t.idPath != "" {
