@@ -46,6 +46,11 @@ type processService struct {
 	mu     sync.Mutex
 	execs  map[int]runningExec // exec requests whose processes may run, by pid
 	closed bool
+
+	// hibMu guards hibRestored: a hibernation's record was loaded (or
+	// there was none), so a new one may be written over it (hibernate.go).
+	hibMu       sync.Mutex
+	hibRestored bool
 }
 
 var _ service = (*processService)(nil)

@@ -470,6 +470,11 @@ type ProcessInfo struct {
 	ExitCode  int               `json:"exit_code"`
 	Signal    string            `json:"signal,omitempty"`
 	ExitedAt  time.Time         `json:"exited_at,omitzero"`
+	// Hibernated marks a process the sandbox's hibernation stopped, as the
+	// daemon started at the wake reports it (hibernate.go): Running is
+	// false, ExitedAt is when the sandbox went to sleep, and ExitCode (0)
+	// and Signal ("") mean nothing. It cannot be attached to or signalled.
+	Hibernated bool `json:"hibernated,omitempty"`
 }
 
 // DialRequest connects the stream to a socket inside the sandbox.
