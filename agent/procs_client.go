@@ -71,6 +71,26 @@ func (c *Client) ProcList(ctx context.Context, labels map[string]string) ([]prot
 	return l.Processes, nil
 }
 
+// Activity tells when a long-lived process of the sandbox last wrote output
+// and how many run (proto.Activity), for idle detection: a process
+// printing output keeps its sandbox awake. It fails with
+// errdefs.ErrFailedPrecondition on a daemon that predates it.
+func (c *Client) Activity(ctx context.Context) (proto.Activity, error) {
+	if c.hello != nil && !c.hello.Activity {
+		return proto.Activity{}, errdefs.FailedPrecondition("the sandbox agent (pid %d, started %s) predates reporting its activity; restart the sandbox's agent with the current sandbox-agent binary",
+			c.hello.PID, c.hello.StartedAt.Format(time.RFC3339))
+	}
+	resp, err := c.call(ctx, &proto.Request{Op: proto.OpActivity})
+	if err != nil {
+		return proto.Activity{}, err
+	}
+	a, err := need(resp.Activity, proto.OpActivity)
+	if err != nil {
+		return proto.Activity{}, err
+	}
+	return *a, nil
+}
+
 // ProcOutput reads a process's output from r.Since (see
 // proto.ProcOutputResponse: resume from its Next).
 func (c *Client) ProcOutput(ctx context.Context, r *proto.ProcOutputRequest) (*proto.ProcOutputResponse, error) {

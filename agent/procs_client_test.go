@@ -35,6 +35,25 @@ func TestProcOpsNeedAnAgentThatTakesThem(t *testing.T) {
 	}
 }
 
+// An agent from before the activity op is not sent it; the caller learns
+// why. A current one answers it.
+func TestActivityNeedsAnAgentThatTakesIt(t *testing.T) {
+	a, b := net.Pipe()
+	go fakeAgent(b, proto.HelloResponse{Version: proto.Version, PID: 42, Processes: true})
+	c, err := agent.NewClient(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Activity(context.Background()); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "predates reporting its activity") {
+		t.Fatalf("activity on an agent without it = %v, want failed_precondition", err)
+	}
+	cur, _ := agenttest.New(t)
+	if act, err := cur.Activity(context.Background()); err != nil || act.At.IsZero() || act.Running != 0 {
+		t.Fatalf("activity of a current agent = %+v, %v", act, err)
+	}
+}
+
 // A follow ends with its context, the process running on; a new follow
 // from the last cursor continues without a gap or a repeat.
 func TestProcFollowEndsWithItsContext(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"regexp"
 
+	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/api/openapi"
 	"github.com/sandboxd/sandboxd/questions"
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -116,6 +117,7 @@ func contractTypes() []openapi.Option {
 		openapi.WithName(ToolResult{}, "ToolResult"),
 		openapi.WithField(CreateSandboxRequest{}, "network", openapi.Enum("none", "bridge")),
 		openapi.WithField(Sandbox{}, "state", openapi.Enum(sandbox.StateRunning, sandbox.StatePaused, sandbox.StateHibernated, sandbox.StateStopped, sandbox.StateGone)),
+		openapi.WithField(Process{}, "state", openapi.Enum(proto.ProcRunning, proto.ProcExited, proto.ProcKilled, proto.ProcStopped)),
 		openapi.WithField(CreateRunRequest{}, "surface", surface),
 		openapi.WithField(CreateRunRequest{}, "approval", approval),
 		openapi.WithField(Run{}, "surface", surface),

@@ -44,10 +44,11 @@ type Process struct {
 	Argv    []string  `json:"argv"`
 	Workdir string    `json:"workdir,omitempty"`
 	Pty     *TermSize `json:"pty,omitempty"`
-	// State is running, exited (exit_code says how) or killed (signal says
-	// by what; oom_killed when the out-of-memory killer did it).
+	// State is running, exited (exit_code says how), killed (signal says
+	// by what; oom_killed when the out-of-memory killer did it) or stopped
+	// (by the sandbox's hibernation: no exit code or signal of its own).
 	State     string     `json:"state"`
-	Status    string     `json:"status"` // in words: "running", "exited 3", "killed by SIGTERM"
+	Status    string     `json:"status"` // in words: "running", "exited 3", "killed by SIGTERM", "stopped by hibernation"
 	ExitCode  *int       `json:"exit_code,omitempty"`
 	Signal    string     `json:"signal,omitempty"`
 	OOMKilled bool       `json:"oom_killed,omitempty"`

@@ -156,7 +156,7 @@ func TestUnknownOpIsRefusedInOneSentence(t *testing.T) {
 
 // Every op in the table is reached over the wire: sent without its body,
 // an op that needs one is refused for the missing body (not as unknown),
-// and hello, list and ports, which need none, get their responses.
+// and hello, list, ports and activity, which need none, get their responses.
 func TestEveryOpIsServedOverTheWire(t *testing.T) {
 	srv := New()
 	sess := rawSession(t, srv)
@@ -174,6 +174,10 @@ func TestEveryOpIsServedOverTheWire(t *testing.T) {
 		case proto.OpPorts:
 			if resp.Error != nil || resp.Ports == nil {
 				t.Errorf("ports, which takes no body: answer %+v, error %+v; want the listening ports", resp, resp.Error)
+			}
+		case proto.OpActivity:
+			if resp.Error != nil || resp.Activity == nil || resp.Activity.At.IsZero() {
+				t.Errorf("activity, which takes no body: answer %+v, error %+v; want the processes' activity", resp, resp.Activity)
 			}
 		default:
 			want := fmt.Sprintf("request %q has no %q body; set the field named like the op", op, op)

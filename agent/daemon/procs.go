@@ -46,6 +46,11 @@ type processService struct {
 	mu     sync.Mutex
 	execs  map[int]runningExec // exec requests whose processes may run, by pid
 	closed bool
+
+	// hibMu guards hibRestored: a hibernation's record was loaded (or
+	// there was none), so a new one may be written over it (hibernate.go).
+	hibMu       sync.Mutex
+	hibRestored bool
 }
 
 var _ service = (*processService)(nil)
@@ -91,6 +96,8 @@ func (ps *processService) register(t opTable) {
 	addBody(t, proto.OpWait, func(r *proto.Request) *proto.WaitRequest { return r.Wait }, ps.wait)
 	// A list without a body lists every process.
 	t.add(proto.OpList, ps.list)
+	// Nor an activity (procs_activity.go).
+	t.add(proto.OpActivity, ps.activity)
 	addBody(t, proto.OpSetEnv, func(r *proto.Request) *proto.SetEnvRequest { return r.SetEnv }, ps.setEnv)
 	ps.registerLong(t)
 }

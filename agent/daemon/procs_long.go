@@ -42,6 +42,12 @@ type longProc struct {
 	oomAt  int64    // the sandbox's OOM kill count at start
 	oomOK  bool     // oomAt could be read
 	done   chan struct{}
+	// hibernated: restored from a hibernation's record (hibernate.go);
+	// nothing of it runs, and its pid may be another process's now.
+	hibernated bool
+	// keptSince is when a restored process was restored: its retention
+	// counts from then, not from the hibernation, however long the sleep.
+	keptSince time.Time
 
 	// inMu serializes input and guards stdin and inClosed: a write holds
 	// it, so the end of the process closes the input after the write.
@@ -74,11 +80,12 @@ func (p *longProc) snapshot() proto.ProcInfo {
 	out.Argv = slices.Clone(p.info.Argv)
 	out.Labels = maps.Clone(p.info.Labels)
 	out.State, out.ExitedAt, out.Signal, out.OOMKilled = p.status.State, p.status.ExitedAt, p.status.Signal, p.status.OOMKilled
+	out.Hibernated = p.status.Hibernated
 	if p.status.ExitCode != nil {
 		code := *p.status.ExitCode
 		out.ExitCode = &code
 	}
-	if p.master != nil {
+	if p.master != nil || (p.hibernated && p.size != (proto.PtySize{})) {
 		size := p.size
 		out.Pty = &size
 	}
@@ -98,7 +105,8 @@ type longTable struct {
 	log       *slog.Logger
 	reaper    reaper
 	oom       *oomCounter
-	idPath    string // the next id's record in the state dir; "" keeps it in memory
+	clock     outputClock // the last output of any of them (op activity)
+	idPath    string      // the next id's record in the state dir; "" keeps it in memory
 	retainFor time.Duration
 
 	// mu guards next, order, byID and closed; a start holds it from the
@@ -230,6 +238,7 @@ func (t *longTable) start(r *proto.ProcStartRequest, sandboxEnv map[string]strin
 		return fail(errdefs.ResourceExhausted("the sandbox already runs %d processes (%s), its limit of %d; stop one (signal or kill) before starting another",
 			len(live), strings.Join(live, ", "), limit))
 	}
+	p.ring.clock = &t.clock
 	p.info.ID = "p" + strconv.Itoa(t.next)
 	t.next++
 	if t.idPath != "" {
@@ -345,6 +354,9 @@ func (t *longTable) pruneLocked(now time.Time) {
 			p.mu.Lock()
 			at := p.status.ExitedAt
 			p.mu.Unlock()
+			if p.keptSince.After(at) {
+				at = p.keptSince
+			}
 			if ended > longRetainCount || now.Sub(at) > t.retainFor {
 				ended--
 				delete(t.byID, p.info.ID)
@@ -388,7 +400,7 @@ func (t *longTable) list(labels map[string]string) []proto.ProcInfo {
 // left (the kernel keeps a pid while a group or session of that number
 // has members), and nothing is killed.
 func (p *longProc) kill(d time.Duration) error {
-	if p.ended() && pidExists(p.info.PID) {
+	if p.hibernated || (p.ended() && pidExists(p.info.PID)) {
 		return nil
 	}
 	killLongTree(p.info.PID)

@@ -181,6 +181,9 @@ func (ps *processService) procInput(_ context.Context, _ *request, r *proto.Proc
 func (p *longProc) input(data []byte, eof bool) error {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
+	if p.hibernated {
+		return errStoppedByHibernation(p.info.ID)
+	}
 	if p.inClosed {
 		return errdefs.FailedPrecondition("process %s has ended; it takes no more input", p.info.ID)
 	}
@@ -219,6 +222,9 @@ func (ps *processService) procResize(_ context.Context, _ *request, r *proto.Pro
 	if err != nil {
 		return nil, nil, err
 	}
+	if p.hibernated {
+		return nil, nil, errStoppedByHibernation(p.info.ID)
+	}
 	if p.master == nil {
 		return nil, nil, errdefs.FailedPrecondition("process %s has no terminal to resize; start it with pty set", r.ID)
 	}
@@ -252,6 +258,9 @@ func (ps *processService) procSignal(_ context.Context, _ *request, r *proto.Pro
 	sig, err := parseSignal(r.Signal)
 	if err != nil {
 		return nil, nil, err
+	}
+	if p.hibernated {
+		return nil, nil, errStoppedByHibernation(p.info.ID)
 	}
 	if p.ended() && (pidExists(p.info.PID) || !groupLives(p.info.PID)) {
 		return nil, nil, errdefs.FailedPrecondition("process %s and its group have ended", r.ID)

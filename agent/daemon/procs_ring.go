@@ -3,6 +3,7 @@ package daemon
 import (
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
 )
@@ -31,7 +32,8 @@ type ringChunk struct {
 // write makes the ring too large, whole chunks are dropped from its front.
 // Readers copy what they take, under the lock.
 type outRing struct {
-	max int64
+	max   int64
+	clock *outputClock // marked at every write; nil: none
 
 	// mu guards every field below.
 	mu     sync.Mutex
@@ -83,6 +85,9 @@ func (r *outRing) write(stream string, p []byte) {
 		r.used += c.cost
 		r.end += int64(n)
 		p = p[n:]
+	}
+	if r.clock != nil {
+		r.clock.mark(time.Now())
 	}
 	for r.used > r.max && len(r.chunks) > 1 {
 		c := r.chunks[0]

@@ -30,10 +30,16 @@ type process struct {
 	outs map[string]*outPort
 	ins  map[string]*inPort
 	done chan struct{} // closed once the status is set
+	// hibernated: restored from a hibernation's record (hibernate.go);
+	// nothing of it runs, and its pid may be another process's now.
+	hibernated bool
+	// keptSince is when a restored process was restored: its retention
+	// counts from then, not from the hibernation.
+	keptSince time.Time
 
 	// mu guards status.
 	mu     sync.Mutex
-	status proto.ProcessInfo // Running, ExitCode, Signal, ExitedAt
+	status proto.ProcessInfo // Running, ExitCode, Signal, ExitedAt, Hibernated
 }
 
 func (p *process) snapshot() proto.ProcessInfo {
@@ -44,6 +50,7 @@ func (p *process) snapshot() proto.ProcessInfo {
 	out.Labels = maps.Clone(p.info.Labels)
 	out.Running = p.status.Running
 	out.ExitCode, out.Signal, out.ExitedAt = p.status.ExitCode, p.status.Signal, p.status.ExitedAt
+	out.Hibernated = p.status.Hibernated
 	return out
 }
 
@@ -215,8 +222,11 @@ func (t *procTable) pruneLocked(now time.Time) {
 	kept := t.order[:0]
 	for _, p := range t.order {
 		if !p.running() {
-			st := p.snapshot()
-			if exited > t.retainCount || now.Sub(st.ExitedAt) > t.retainFor {
+			at := p.snapshot().ExitedAt
+			if p.keptSince.After(at) {
+				at = p.keptSince
+			}
+			if exited > t.retainCount || now.Sub(at) > t.retainFor {
 				exited--
 				delete(t.byID, p.info.ID)
 				for _, o := range p.outs {
@@ -247,6 +257,9 @@ func (t *procTable) attach(r *proto.AttachRequest, st *yamux.Stream) (func(), er
 	if err != nil {
 		return nil, err
 	}
+	if p.hibernated {
+		return nil, errStoppedByHibernation(p.info.ID)
+	}
 	if o, ok := p.outs[r.Stream]; ok {
 		return o.attach(st), nil
 	}
@@ -269,6 +282,9 @@ func (t *procTable) signal(r *proto.SignalRequest) error {
 	sig, err := parseSignal(r.Signal)
 	if err != nil {
 		return err
+	}
+	if p.hibernated {
+		return errStoppedByHibernation(p.info.ID)
 	}
 	if r.Group {
 		if err := syscall.Kill(-p.info.PID, sig); err != nil {
@@ -335,8 +351,11 @@ func (t *procTable) killAll(d time.Duration) error {
 	procs := slices.Clone(t.order)
 	t.mu.Unlock()
 	for _, p := range procs {
-		// Exited leaders may have left children in their group.
-		killGroup(p.info.PID)
+		// Exited leaders may have left children in their group; a
+		// restored process's pid is not its own any more.
+		if !p.hibernated {
+			killGroup(p.info.PID)
+		}
 	}
 	deadline := time.After(d)
 	for _, p := range procs {

@@ -40,7 +40,8 @@ import (
 // ends their streams and handlers); stop the processes service taking
 // commands, kill the running execs and stop the pid guard; end the
 // workspace watches; kill every spawned process group, wait for every
-// exit status, stop the reaper.
+// exit status, stop the reaper. Hibernate (hibernate.go) records the
+// processes that run between refusing commands and the rest of Close.
 type Server struct {
 	log       *slog.Logger
 	opts      options
@@ -184,7 +185,7 @@ func (s *Server) register(t opTable) {
 		return &proto.Response{Hello: &proto.HelloResponse{
 			Version: proto.Version, PID: os.Getpid(), StartedAt: s.startedAt, Hostname: s.hostname,
 			FDHandoff: true, Fencing: true, Watch: true, RawData: true, SandboxEnv: true, StreamReuse: true, Egress: true,
-			Processes: true, Ports: true,
+			Processes: true, Ports: true, Activity: true,
 		}}, nil, nil
 	})
 }

@@ -62,6 +62,10 @@ const (
 	ProcRunning = "running"
 	ProcExited  = "exited" // ExitCode says how
 	ProcKilled  = "killed" // by Signal (OOMKilled when the cgroup's OOM killer did it)
+	// ProcStopped is a process the sandbox's hibernation stopped
+	// (Hibernated is set; hibernate.go): it was running when the sandbox
+	// went to sleep, and has neither an exit code nor a signal of its own.
+	ProcStopped = "stopped"
 )
 
 // ProcStartRequest starts a process the daemon keeps: Argv as given (a
@@ -113,6 +117,12 @@ type ProcInfo struct {
 	ExitCode  *int              `json:"exit_code,omitempty"`
 	Signal    string            `json:"signal,omitempty"`
 	OOMKilled bool              `json:"oom_killed,omitempty"`
+	// Hibernated marks a process stopped by the sandbox's hibernation
+	// (State ProcStopped; ExitedAt is when the sandbox went to sleep).
+	// The daemon that reports it is a later one, started when the sandbox
+	// woke: the process cannot be signalled, resized or written to, and
+	// its output is what the agent kept of it (hibernate.go).
+	Hibernated bool `json:"hibernated,omitempty"`
 	// Output is the offset after the last byte written so far (the total
 	// written); RingStart the first offset the ring still holds.
 	Output    int64 `json:"output"`

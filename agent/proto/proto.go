@@ -127,7 +127,8 @@ type Response struct {
 	Proc       *ProcInfo           `json:"proc,omitempty"`
 	ProcList   *ProcListResponse   `json:"proc_list,omitempty"`
 	ProcOutput *ProcOutputResponse `json:"proc_output,omitempty"`
-	Ports      *PortsResponse      `json:"ports,omitempty"` // OpPorts (ports.go)
+	Ports      *PortsResponse      `json:"ports,omitempty"`    // OpPorts (ports.go)
+	Activity   *Activity           `json:"activity,omitempty"` // OpActivity (activity.go)
 	// Output is set, alone, on the frames a streamed exec writes before
 	// its response (ExecRequest.Stream).
 	Output *ExecOutput `json:"output,omitempty"`
@@ -174,6 +175,8 @@ type HelloResponse struct {
 	Processes bool `json:"processes,omitempty"`
 	// Ports says the daemon takes OpPorts (ports.go).
 	Ports bool `json:"ports,omitempty"`
+	// Activity says the daemon takes OpActivity (activity.go).
+	Activity bool `json:"activity,omitempty"`
 }
 
 // ReuseIdle is how long a client keeps an idle reusable stream; the daemon
@@ -467,6 +470,11 @@ type ProcessInfo struct {
 	ExitCode  int               `json:"exit_code"`
 	Signal    string            `json:"signal,omitempty"`
 	ExitedAt  time.Time         `json:"exited_at,omitzero"`
+	// Hibernated marks a process the sandbox's hibernation stopped, as the
+	// daemon started at the wake reports it (hibernate.go): Running is
+	// false, ExitedAt is when the sandbox went to sleep, and ExitCode (0)
+	// and Signal ("") mean nothing. It cannot be attached to or signalled.
+	Hibernated bool `json:"hibernated,omitempty"`
 }
 
 // DialRequest connects the stream to a socket inside the sandbox.

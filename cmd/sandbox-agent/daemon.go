@@ -49,6 +49,11 @@ func serve(ctx context.Context, srv *daemon.Server, sock string, log *slog.Logge
 	if err := srv.RecoverCommits(); err != nil {
 		log.Error("unfinished commits were left as they are; the next file operation on their workspace retries", "err", err)
 	}
+	// Likewise a hibernation's record is consumed by the one daemon that
+	// serves, never by one that loses the lock.
+	if err := srv.RestoreHibernation(); err != nil {
+		log.Error("the processes a hibernation stopped may not all be reported", "err", err)
+	}
 	log.Info("agent daemon listening", "socket", sock, "pid", os.Getpid())
 	serveErr := srv.Serve(ctx, l)
 	closeErr := srv.Close()

@@ -28,7 +28,9 @@ commands:
   daemon    run the agent daemon in the foreground
   dap-bridge  run a debug adapter that listens on a unix socket as if it
             spoke on stdio (--socket PATH [--log FILE] -- ADAPTER ARGS...)
-  init      run as a container's PID 1: reaper + daemon (+ "-- cmd args...")
+  init      run as a container's PID 1: reaper + daemon (+ "-- cmd args...");
+            SIGPWR hibernates: records the processes that run for the next
+            init to report, stops them and exits with status 75
   contain   (run by the daemon) supervise one exec call: everything it
             starts is killed at its timeout
   install   copy this binary to DEST; --links-down also takes every network

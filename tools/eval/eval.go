@@ -327,7 +327,7 @@ func (t *Tool) afterGone(ctx context.Context, env *tools.Env, p *place, lang str
 		return "The connection to the kernel dropped while the cell ran; its output is lost. The kernel may still be running: call eval again to reconnect (the cell was not re-run)."
 	}
 	if err := t.pool.replace(wctx, p, lang); err != nil {
-		return fmt.Sprintf("%s while running this cell; a new kernel could not be started: %v", strings.Split(deathNote(*info), ";")[0], err)
+		return fmt.Sprintf("%s while running this cell; a new kernel could not be started: %v", deathCause(*info), err)
 	}
 	// What the interpreter itself printed as it died (a fatal error, an
 	// out-of-memory message) is the best clue; its pipes end with it.
@@ -344,6 +344,9 @@ func (t *Tool) afterGone(ctx context.Context, env *tools.Env, p *place, lang str
 	}
 	if info.ExitedAt.Before(sent) {
 		return deathNote(*info) + ". " + notRun + last
+	}
+	if info.Hibernated {
+		return deathNote(*info) + ". It was stopped while running this cell; the cell was not re-run." + last
 	}
 	return deathNote(*info) + ". It died while running this cell; the cell was not re-run." + last
 }

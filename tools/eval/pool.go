@@ -272,12 +272,24 @@ func (pl *pool) closeAll() {
 	}
 }
 
+// deathNote says how a kernel ended and that a new one is ready.
 func deathNote(p proto.ProcessInfo) string {
-	how := fmt.Sprintf("exited with status %d", p.ExitCode)
-	if p.Signal != "" {
-		how = "killed by signal " + p.Signal
+	if p.Hibernated {
+		return deathCause(p) + ": its variables are gone; a new kernel is ready"
 	}
-	return "kernel died: " + how + "; its state is lost; a new kernel is ready"
+	return deathCause(p) + "; its state is lost; a new kernel is ready"
+}
+
+// deathCause says how a kernel ended: a hibernation of its sandbox (no
+// status of its own), or its exit status or signal.
+func deathCause(p proto.ProcessInfo) string {
+	switch {
+	case p.Hibernated:
+		return "the kernel was stopped when the sandbox hibernated"
+	case p.Signal != "":
+		return "kernel died: killed by signal " + p.Signal
+	}
+	return fmt.Sprintf("kernel died: exited with status %d", p.ExitCode)
 }
 
 func execErr(r *proto.ExecResponse) string {

@@ -45,7 +45,7 @@ func (t *processTool) Spec() tools.Spec {
 			"test runners in watch mode, anything you will look at again later. Use shell instead for a command that finishes. "+
 			"action start runs command (as a shell line) and answers at once with its id (p1, p2, ...) and what it printed in its "+
 			"first second (so \"listening on :3000\" or an immediate crash shows); pty {rows, cols} gives it a terminal. "+
-			"list shows every process with its state (running, exited N, killed by SIGTERM). "+
+			"list shows every process with its state (running, exited N, killed by SIGTERM, stopped by hibernation). "+
 			"output shows what a process printed since the cursor (since; without it, since this run last read it) and the next "+
 			"cursor; at most %d bytes per call, the head and the tail, with the number of bytes not shown. "+
 			"input sends text to its stdin (keys, with a terminal; end with \\n for Enter). signal sends a signal (TERM, INT, HUP, KILL: "+
@@ -271,11 +271,15 @@ func (t *processTool) wait(ctx context.Context, conn *tools.SandboxConn, a proce
 }
 
 // StateText says how a process stands: running, exited N, killed by SIGX
-// (by the OOM killer). Nothing is made up: an unknown end says so.
+// (by the OOM killer), stopped by hibernation (the sandbox slept: the
+// process has no status of its own). Nothing is made up: an unknown end
+// says so.
 func StateText(p proto.ProcInfo) string {
 	switch {
 	case p.State == proto.ProcRunning:
 		return "running"
+	case p.Hibernated:
+		return "stopped by hibernation"
 	case p.ExitCode != nil:
 		return fmt.Sprintf("exited %d", *p.ExitCode)
 	case p.Signal != "" && p.OOMKilled:
