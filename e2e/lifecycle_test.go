@@ -49,6 +49,7 @@ func TestLifecyclePauseHibernateResume(t *testing.T) {
 	}
 	mustCall(t, d, run.ID, "shell", map[string]any{"command": makeTree, "timeout_s": 120})
 	want := treeDigest(t, d, run.ID)
+	mustCall(t, d, run.ID, "write", map[string]any{"path": "note.txt", "content": "kept through pauses"})
 	mustCall(t, d, run.ID, "eval", evalArgs("python", "import os; kept = 41 + 1; kpid = os.getpid()"))
 	ticker := regexp.MustCompile(`started (p\d+)`).FindStringSubmatch(mustCall(t, d, run.ID, "process", map[string]any{"action": "start", "command": "i=0; while :; do i=$((i+1)); echo t$i; sleep 0.2; done"}))
 	if ticker == nil {
@@ -79,7 +80,9 @@ func TestLifecyclePauseHibernateResume(t *testing.T) {
 				t.Fatalf("after pause %d the tree's digest is %s, was %s", i, got, want)
 			}
 		} else {
-			mustCall(t, d, run.ID, "read", map[string]any{"path": "tree/d1/f1"})
+			if got := mustCall(t, d, run.ID, "read", map[string]any{"path": "note.txt"}); !strings.Contains(got, "kept through pauses") {
+				t.Fatalf("read after pause %d: %q", i, got)
+			}
 		}
 	}
 	out := mustCall(t, d, run.ID, "eval", evalArgs("python", "(kept, kpid == os.getpid())"))
@@ -117,8 +120,19 @@ func TestLifecyclePauseHibernateResume(t *testing.T) {
 			t.Fatalf("after hibernation %d the tree's digest is %s, was %s", i, got, want)
 		}
 	}
-	if got := mustCall(t, d, run.ID, "eval", evalArgs("python", "1 + 1")); !strings.Contains(got, "2") && !strings.Contains(got, "hibernat") {
-		t.Fatalf("a cell after hibernations: %q", got)
+	// What did not survive is said where it matters.
+	got, err := call(t, d, run.ID, "eval", evalArgs("python", "kept"))
+	if err != nil {
+		got += err.Error()
+	}
+	if !strings.Contains(got, "stopped when the sandbox hibernated") {
+		t.Fatalf("the first cell after the hibernations: %q; want that the kernel was stopped by the hibernation", got)
+	}
+	if got := mustCall(t, d, run.ID, "eval", evalArgs("python", "6 * 7")); !strings.Contains(got, "42") {
+		t.Fatalf("a new cell after the hibernations: %q", got)
+	}
+	if got := mustCall(t, d, run.ID, "process", map[string]any{"action": "list"}); !regexp.MustCompile(ticker[1] + `\s+stopped by hibernation`).MatchString(got) {
+		t.Fatalf("after the hibernations the ticker is listed as %q; want stopped by hibernation", got)
 	}
 }
 
@@ -160,6 +174,24 @@ func TestLifecycleIdle(t *testing.T) {
 	if g, _ := d.Client.GetSandbox(ctx(t), sb.ID); g.State != sandbox.StateRunning {
 		t.Fatalf("after the read the sandbox is %s", g.State)
 	}
+
+	// A process printing output keeps its sandbox awake; once it ends the
+	// sandbox sleeps.
+	printer := regexp.MustCompile(`started (p\d+)`).FindStringSubmatch(mustCall(t, d, run.ID, "process", map[string]any{"action": "start", "command": "for i in $(seq 1 12); do echo tick $i; sleep 0.5; done"}))
+	if printer == nil {
+		t.Fatal("the printer did not start")
+	}
+	time.Sleep(5 * time.Second)
+	if g, _ := d.Client.GetSandbox(ctx(t), sb.ID); g.State != sandbox.StateRunning {
+		t.Fatalf("a sandbox whose process prints every 0.5 s is %s after 5 s without a call; want running", g.State)
+	}
+	waitFor(t, 20*time.Second, "the sandbox paused after its printer ended", func() error {
+		g, err := d.Client.GetSandbox(ctx(t), sb.ID)
+		if err == nil && g.State != sandbox.StatePaused {
+			err = fmt.Errorf("state %s", g.State)
+		}
+		return err
+	})
 
 	// The config's default: hibernated after 3 s.
 	other, err := d.Client.CreateSandbox(ctx(t), api.CreateSandboxRequest{Conversation: "idle-default", Image: dockerImage()})

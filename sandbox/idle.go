@@ -149,9 +149,9 @@ func (m *Manager) idleLifecycles(ctx context.Context) {
 	m.mu.Unlock()
 
 	for _, c := range cands {
-		if c.client != nil && c.info.State == StateRunning && m.opts.activity != nil {
+		if c.client != nil && c.info.State == StateRunning {
 			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			last, err := m.opts.activity(actx, c.client)
+			last, err := lastOutput(actx, c.client, m.opts.now())
 			cancel()
 			if err == nil && !last.IsZero() && m.opts.now().Sub(last) < c.idle {
 				m.mu.Lock()
@@ -224,4 +224,14 @@ func (m *Manager) stepTo(ctx context.Context, info Info, state string, do func()
 	}
 	m.log.Info("idle sandbox "+state, "id", info.ID, "tenant", info.Tenant, "conversation", info.Conversation)
 	return nil
+}
+
+// lastOutput is when the sandbox's processes last printed, on now's clock
+// (the agent's is only compared with itself); zero when they have not.
+func lastOutput(ctx context.Context, c *agent.Client, now time.Time) (time.Time, error) {
+	a, err := c.Activity(ctx)
+	if err != nil || a.LastOutput.IsZero() {
+		return time.Time{}, err
+	}
+	return now.Add(-a.At.Sub(a.LastOutput)), nil
 }

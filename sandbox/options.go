@@ -24,7 +24,6 @@ type options struct {
 	reapGate     func(ctx context.Context, info Info) (release func(), ok bool)
 	pools        []PoolSpec
 	lifecycle    func(Info) Lifecycle
-	activity     func(ctx context.Context, c *agent.Client) (time.Time, error)
 }
 
 func defaultOptions() options {
@@ -142,10 +141,4 @@ func WithPools(specs ...PoolSpec) Option {
 // its own (the deployment's or its tenant's default).
 func WithLifecycle(def func(Info) Lifecycle) Option {
 	return func(o *options) { o.lifecycle = def }
-}
-
-// WithActivity tells the idle lifecycle when a sandbox's processes last
-// printed output (the agent's), so that output keeps a sandbox awake.
-func WithActivity(last func(ctx context.Context, c *agent.Client) (time.Time, error)) Option {
-	return func(o *options) { o.activity = last }
 }
