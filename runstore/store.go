@@ -5,6 +5,7 @@ package runstore
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -132,6 +133,27 @@ type ended struct {
 // cannot be put there the run is not created (Unavailable).
 func (s *Store) Create(ctx context.Context, run tools.Run) (tools.Run, error) {
 	shared := s.records != nil && run.Parent == ""
+	for attempt := 0; ; attempt++ {
+		out, inFlight, err := s.create(ctx, run, shared)
+		// A refusal while this replica's own records were being written may
+		// have counted one of them twice (in the records and as reserved):
+		// once they are written it is asked again.
+		if !inFlight || !errors.Is(err, errdefs.ErrResourceExhausted) || attempt == limitRetries || ctx.Err() != nil {
+			return out, err
+		}
+		time.Sleep(limitRetryWait)
+	}
+}
+
+// limitRetries and limitRetryWait bound Create's second looks at the limit.
+const (
+	limitRetries   = 50
+	limitRetryWait = 10 * time.Millisecond
+)
+
+// create is one try of Create; inFlight says that records of the tenant's
+// were being written as the limit was checked.
+func (s *Store) create(ctx context.Context, run tools.Run, shared bool) (tools.Run, bool, error) {
 	recorded := 0
 	if s.records != nil {
 		recorded = s.records.Count(run.Tenant)
@@ -139,6 +161,7 @@ func (s *Store) Create(ctx context.Context, run tools.Run) (tools.Run, error) {
 	now := s.now()
 	s.mu.Lock()
 	gone := s.sweepLocked(now)
+	inFlight := s.reserved[run.Tenant] > 0
 	err := s.checkCreateLocked(run, recorded)
 	if err == nil {
 		run.ID = "run_" + uuid.NewString()
@@ -152,14 +175,14 @@ func (s *Store) Create(ctx context.Context, run tools.Run) (tools.Run, error) {
 	s.mu.Unlock()
 	s.finish(ctx, gone)
 	if err != nil {
-		return tools.Run{}, err
+		return tools.Run{}, inFlight, err
 	}
 	if shared {
 		if err := s.putRecord(ctx, run); err != nil {
-			return tools.Run{}, err
+			return tools.Run{}, false, err
 		}
 	}
-	return run, nil
+	return run, false, nil
 }
 
 // checkCreateLocked checks the parent and the tenant's limit. recorded is
