@@ -14,6 +14,7 @@ from .streams import QuestionStream, ToolStream
 from .types import (
     AnswerResult,
     EgressRecord,
+    Lifecycle,
     NetworkStatus,
     OutputEvent,
     Question,
@@ -175,6 +176,7 @@ class Client:
         egress_allow: Optional[Sequence[str]] = None,
         egress_deny: Optional[Sequence[str]] = None,
         secrets: Optional[Sequence[str]] = None,
+        lifecycle: Optional[Lifecycle] = None,
         timeout: Optional[float] = None,
     ) -> Sandbox:
         """Creates the conversation's sandbox. Conflict when the
@@ -197,7 +199,10 @@ class Client:
         (the values never enter the sandbox).
 
         ``workspace_host_path`` makes a host directory the workspace (it
-        must lie under the config's allowed_host_paths)."""
+        must lie under the config's allowed_host_paths).
+
+        ``lifecycle`` says what idleness does to the sandbox (a key left at
+        0 takes the tenant's default, config lifecycle)."""
         allow, deny = _rules("egress_allow", egress_allow), _rules("egress_deny", egress_deny)
         names = _rules("secrets", secrets)
         body: Dict[str, Any] = {"conversation": conversation}
@@ -215,6 +220,8 @@ class Client:
             body["egress"] = {k: v for k, v in (("allow", allow), ("deny", deny)) if v}
         if names:
             body["secrets"] = names
+        if lifecycle is not None and lifecycle.to_json():
+            body["lifecycle"] = lifecycle.to_json()
         return Sandbox.from_json(self._do("POST", "/v1/sandboxes", body, want=201, timeout=timeout))
 
     def list_sandboxes(self, conversation: Optional[str] = None, *, timeout: Optional[float] = None) -> List[Sandbox]:
@@ -230,6 +237,25 @@ class Client:
     def delete_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> None:
         """Stops everything in the sandbox and removes it."""
         self._do("DELETE", "/v1/sandboxes/" + _q(sandbox_id), want=204, timeout=timeout)
+
+    def pause_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> Sandbox:
+        """Freezes every process of the sandbox (kept in memory, no CPU);
+        the next call, or :meth:`resume_sandbox`, resumes it."""
+        return self._lifecycle(sandbox_id, "pause", timeout)
+
+    def hibernate_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> Sandbox:
+        """Stops every process of the sandbox and frees its memory, keeping
+        its files; the next call, or :meth:`resume_sandbox`, starts it
+        again. Kernels and processes do not survive it."""
+        return self._lifecycle(sandbox_id, "hibernate", timeout)
+
+    def resume_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> Sandbox:
+        """Brings a paused or hibernated sandbox back to running."""
+        return self._lifecycle(sandbox_id, "resume", timeout)
+
+    def _lifecycle(self, sandbox_id: str, verb: str, timeout: Optional[float]) -> Sandbox:
+        path = "/v1/sandboxes/" + _q(sandbox_id) + "/" + verb
+        return Sandbox.from_json(self._do("POST", path, {}, want=200, timeout=timeout))
 
     def network(self, sandbox_id: str, *, timeout: Optional[float] = None) -> NetworkStatus:
         """The sandbox's network mode and, for "proxy", its egress policy

@@ -50,11 +50,33 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class Lifecycle:
+    """What idleness does to a sandbox, in seconds without a call, process
+    output or preview request: pause it, hibernate it, delete it. 0 is
+    never (or, in a create, the tenant's default)."""
+
+    pause_after_s: int = 0
+    hibernate_after_s: int = 0
+    delete_after_s: int = 0
+
+    def to_json(self) -> Dict[str, int]:
+        return {k: v for k, v in (("pause_after_s", self.pause_after_s), ("hibernate_after_s", self.hibernate_after_s),
+                                  ("delete_after_s", self.delete_after_s)) if v}
+
+    @classmethod
+    def from_json(cls, d: Optional[Mapping[str, Any]]) -> Optional["Lifecycle"]:
+        if not d:
+            return None
+        return cls(int(d.get("pause_after_s", 0)), int(d.get("hibernate_after_s", 0)), int(d.get("delete_after_s", 0)))
+
+
+@dataclass(frozen=True)
 class Sandbox:
-    """A sandbox as the API reports it. ``state`` is running, stopped, paused
-    or gone; ``workspace`` is the workspace root as tools see it;
-    ``network`` is none, bridge or proxy ("" from a sandboxd older than
-    network mode proxy)."""
+    """A sandbox as the API reports it. ``state`` is running, paused,
+    hibernated, stopped or gone, and ``state_since`` when it entered it
+    (None where unknown); ``workspace`` is the workspace root as tools see
+    it; ``network`` is none, bridge or proxy ("" from a sandboxd older than
+    network mode proxy); ``lifecycle`` what idleness does to it."""
 
     id: str
     conversation: str
@@ -65,6 +87,8 @@ class Sandbox:
     workspace: str = ""
     deployment: str = ""
     network: str = ""
+    state_since: Optional[_dt.datetime] = None
+    lifecycle: Optional[Lifecycle] = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Sandbox":
@@ -78,6 +102,8 @@ class Sandbox:
             workspace=str(d.get("workspace", "")),
             deployment=str(d.get("deployment", "")),
             network=str(d.get("network", "")),
+            state_since=parse_time(d.get("state_since")),
+            lifecycle=Lifecycle.from_json(d.get("lifecycle")),
         )
 
 

@@ -190,6 +190,27 @@ class AgainstDaemon(unittest.TestCase):
 
     # --- network ------------------------------------------------------------
 
+    def test_pause_hibernate_resume_keep_the_files(self) -> None:
+        conv = "py-life-" + uuid.uuid4().hex[:8]
+        sb = self.client.create_sandbox(conv, image=IMAGE, lifecycle=sandboxd.Lifecycle(hibernate_after_s=3600))
+        try:
+            self.assertEqual(sb.lifecycle, sandboxd.Lifecycle(hibernate_after_s=3600))
+            run = self.client.create_run(conv)
+            self.client.call_tool(run.id, "write", {"path": "kept.txt", "content": "kept"})
+            paused = self.client.pause_sandbox(sb.id)
+            self.assertEqual(paused.state, "paused")
+            self.assertIsNotNone(paused.state_since)
+            # A call resumes it first.
+            self.assertIn("kept", self.client.call_tool(run.id, "read", {"path": "kept.txt"}).text)
+            self.assertEqual(self.client.get_sandbox(sb.id).state, "running")
+            self.assertEqual(self.client.hibernate_sandbox(sb.id).state, "hibernated")
+            self.assertEqual(self.client.resume_sandbox(sb.id).state, "running")
+            self.assertIn("kept", self.client.call_tool(run.id, "read", {"path": "kept.txt"}).text)
+            with self.assertRaises(sandboxd.InvalidArgument):
+                self.client.create_sandbox(conv + "-bad", image=IMAGE, lifecycle=sandboxd.Lifecycle(pause_after_s=-1))
+        finally:
+            self.client.delete_sandbox(sb.id)
+
     def test_network_of_a_sandbox_not_in_proxy(self) -> None:
         st = self.client.network(self.sandbox.id)
         self.assertEqual(st.network, self.sandbox.network)
