@@ -23,9 +23,13 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, tenant st
 		Image:        req.Image,
 		Env:          req.Env,
 		Network:      req.Network,
+		Snapshot:     req.Snapshot,
 	}
-	if spec.Image == "" {
+	if spec.Image == "" && spec.Snapshot == "" {
 		spec.Image = s.image
+	}
+	if spec.Snapshot != "" && req.Image != "" {
+		return errdefs.InvalidArgument("give an image or a snapshot, not both: a sandbox made from a snapshot runs the snapshot's image")
 	}
 	if req.Egress != nil || len(req.Secrets) > 0 {
 		spec.Egress = &sandbox.EgressSpec{Secrets: req.Secrets}

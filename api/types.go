@@ -28,6 +28,9 @@ type CreateSandboxRequest struct {
 	// Lifecycle is what idleness does to the sandbox; a key left out takes
 	// the tenant's default (config lifecycle).
 	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+	// Snapshot makes the sandbox from one of the tenant's snapshots (its
+	// files; its image is the snapshot's).
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // EgressRules are allow and deny lists: host names with "*." wildcards and

@@ -232,6 +232,11 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Info, error) {
 	case !errors.Is(err, errdefs.ErrNotFound):
 		return Info{}, err
 	}
+	if spec.Snapshot != "" {
+		if _, err := m.GetSnapshot(ctx, spec.Tenant, spec.Snapshot); err != nil {
+			return Info{}, err
+		}
+	}
 	if p := m.poolFor(spec); p != nil {
 		if info, ok := m.claim(ctx, p, spec); ok {
 			return info, nil

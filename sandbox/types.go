@@ -66,6 +66,9 @@ type Spec struct {
 	// (bind-mounted by Docker, used in place by the host backend). Callers
 	// have already checked it against the allowed host paths.
 	HostWorkspace string
+	// Snapshot, when set, makes the sandbox from that snapshot's files
+	// (Snapshotter); Image is then the snapshot's.
+	Snapshot string
 	// Lifecycle is what idleness does to the sandbox (LabelLifecycle);
 	// zero leaves it to the manager's default.
 	Lifecycle Lifecycle

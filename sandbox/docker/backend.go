@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/docker/docker/client"
 
@@ -69,6 +70,9 @@ type Backend struct {
 	// pooled is set once the deployment is seen to have pool sandboxes:
 	// List then reads the claim records beside the containers.
 	pooled atomic.Bool
+	// started is when the backend was made: a snapshot's part made before
+	// is a dead sandboxd's.
+	started time.Time
 }
 
 var (
@@ -111,7 +115,7 @@ func WithClient(cli *client.Client) Option { return func(b *Backend) { b.cli = c
 // New returns a Backend on the engine named by the environment (DOCKER_HOST
 // and friends), negotiating the API version. It does not contact the engine.
 func New(opts ...Option) (*Backend, error) {
-	b := &Backend{
+	b := &Backend{started: time.Now(),
 		log:      slog.New(slog.DiscardHandler),
 		caps:     append([]string(nil), DefaultCaps...),
 		defaults: DefaultResources,

@@ -26,6 +26,12 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 	if img == "" {
 		return sandbox.Info{}, errdefs.InvalidArgument("no image was named and no default image is configured; name one or set default_image")
 	}
+	if spec.Snapshot != "" {
+		if _, err := b.SnapshotOf(ctx, spec.Snapshot); err != nil {
+			return sandbox.Info{}, err
+		}
+		img = SnapshotImage + ":" + spec.Snapshot
+	}
 	if _, err := b.cli.ImageInspect(ctx, img); err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return sandbox.Info{}, errdefs.FailedPrecondition("image %s is not on the Docker engine; build it with `make images` (or pull it) and retry", img)
@@ -39,13 +45,21 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 	if err != nil {
 		return sandbox.Info{}, engineErr("create a container from "+img, err)
 	}
-	if err := b.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	fail := func(err error) (sandbox.Info, error) {
 		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if rmErr := b.cli.ContainerRemove(cleanup, created.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); rmErr != nil {
 			b.log.Warn("cannot remove a container that failed to start", "container", created.ID, "err", rmErr)
 		}
-		return sandbox.Info{}, engineErr("start the sandbox container", err)
+		return sandbox.Info{}, err
+	}
+	if spec.Snapshot != "" {
+		if err := b.fromSnapshot(ctx, created.ID, spec.Snapshot); err != nil {
+			return fail(err)
+		}
+	}
+	if err := b.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return fail(engineErr("start the sandbox container", err))
 	}
 	c, err := b.cli.ContainerInspect(ctx, created.ID)
 	if err != nil {

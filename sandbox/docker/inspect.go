@@ -179,6 +179,15 @@ func info(cid, name, img, state string, engineCreated time.Time, labels map[stri
 	if !strings.HasPrefix(strings.TrimPrefix(name, "/"), NamePrefix) || !validID(id) {
 		id = cid[:min(12, len(cid))] // adopted: named by someone else
 	}
+	// A sandbox made from a snapshot inherits its image's labels, whose
+	// sandboxd keys were emptied: an empty one is as good as absent.
+	for k, v := range labels {
+		if v == "" && strings.HasPrefix(k, "io.sandboxd.") {
+			labels = maps.Clone(labels)
+			maps.DeleteFunc(labels, func(k, v string) bool { return v == "" && strings.HasPrefix(k, "io.sandboxd.") })
+			break
+		}
+	}
 	created, err := time.Parse(time.RFC3339Nano, labels[sandbox.LabelCreatedAt])
 	if err != nil {
 		created = engineCreated
