@@ -71,10 +71,16 @@ func TestInfoNamingAndState(t *testing.T) {
 		{"/someone-else", "running", cid[:12], sandbox.StateRunning},
 		{"/sandboxd-Not_Ours!", "created", cid[:12], sandbox.StateStopped},
 	} {
-		i := info(cid, tc.name, "img", tc.state, time.Time{}, labels)
+		i := info(cid, tc.name, "img", mapState(tc.state, 0), time.Time{}, labels)
 		if i.ID != tc.wantID || i.State != tc.wantState || i.Tenant != "acme" || i.CreatedAt.Year() != 2026 {
 			t.Errorf("info(%s, %s) = %+v; want id %s, state %s", tc.name, tc.state, i, tc.wantID, tc.wantState)
 		}
+	}
+	if got := mapState("exited", sandbox.ExitHibernated); got != sandbox.StateHibernated {
+		t.Errorf("a container whose init exited with the hibernation's status is %s, want hibernated", got)
+	}
+	if got := exitCodeOf("Exited (75) 3 minutes ago"); got != 75 {
+		t.Errorf("the exit status of a listed container: %d, want 75", got)
 	}
 	for _, id := range []string{"", "../x", "A", "sandboxd-x", strings.Repeat("a", 65)} {
 		if validID(id) {
