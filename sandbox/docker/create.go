@@ -41,7 +41,10 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 
 	id := newID()
 	cfg, hc := b.containerConfig(id, img, spec)
-	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, NamePrefix+id)
+	// Made under a name List skips, and named as a sandbox only once it
+	// runs: a sandboxd that dies half-way leaves no half-made sandbox, only
+	// a container the next sweep removes.
+	created, err := b.cli.ContainerCreate(ctx, cfg, hc, nil, nil, MakingPrefix+id)
 	if err != nil {
 		return sandbox.Info{}, engineErr("create a container from "+img, err)
 	}
@@ -60,6 +63,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 	}
 	if err := b.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return fail(engineErr("start the sandbox container", err))
+	}
+	if err := b.cli.ContainerRename(ctx, created.ID, NamePrefix+id); err != nil {
+		return fail(engineErr("name the sandbox container", err))
 	}
 	c, err := b.cli.ContainerInspect(ctx, created.ID)
 	if err != nil {

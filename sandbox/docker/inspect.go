@@ -81,6 +81,10 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 		if len(c.Names) > 0 {
 			name = c.Names[0]
 		}
+		if strings.HasPrefix(strings.TrimPrefix(name, "/"), MakingPrefix) {
+			b.sweepMaking(ctx, c)
+			continue
+		}
 		state := mapState(string(c.State), exitCodeOf(c.Status))
 		i := info(c.ID, name, c.Image, state, time.Unix(c.Created, 0), c.Labels)
 		listed[i.ID] = true

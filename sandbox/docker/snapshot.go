@@ -277,3 +277,18 @@ func (b *Backend) fromSnapshot(ctx context.Context, cid, snapID string) error {
 func (b *Backend) stale(t time.Time) bool {
 	return t.Before(b.started.Add(-time.Second)) || time.Since(t) > partAge
 }
+
+// MakingPrefix names a sandbox's container until it runs (Create).
+const MakingPrefix = "sandboxd-making-"
+
+// sweepMaking removes a container left half-made by a sandboxd that died
+// in Create (one being made now is left alone).
+func (b *Backend) sweepMaking(ctx context.Context, c container.Summary) {
+	if !b.stale(time.Unix(c.Created, 0)) {
+		return
+	}
+	b.log.Info("removing a sandbox container that was never finished", "container", c.ID)
+	if err := b.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		b.log.Warn("cannot remove a half-made sandbox container", "container", c.ID, "err", err)
+	}
+}
