@@ -6,7 +6,7 @@ import json
 import os
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union, cast
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from ._http import LineReader, Transport, read_body
 from .errors import Internal, InvalidArgument, error_from_answer
@@ -22,6 +22,7 @@ from .types import (
     Run,
     RunSummary,
     Sandbox,
+    Snapshot,
     ToolResult,
     ToolSpec,
 )
@@ -177,6 +178,7 @@ class Client:
         egress_deny: Optional[Sequence[str]] = None,
         secrets: Optional[Sequence[str]] = None,
         lifecycle: Optional[Lifecycle] = None,
+        snapshot: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> Sandbox:
         """Creates the conversation's sandbox. Conflict when the
@@ -202,7 +204,8 @@ class Client:
         must lie under the config's allowed_host_paths).
 
         ``lifecycle`` says what idleness does to the sandbox (a key left at
-        0 takes the tenant's default, config lifecycle)."""
+        0 takes the tenant's default, config lifecycle). ``snapshot`` makes
+        it from one of the tenant's snapshots (its files and image)."""
         allow, deny = _rules("egress_allow", egress_allow), _rules("egress_deny", egress_deny)
         names = _rules("secrets", secrets)
         body: Dict[str, Any] = {"conversation": conversation}
@@ -222,6 +225,8 @@ class Client:
             body["secrets"] = names
         if lifecycle is not None and lifecycle.to_json():
             body["lifecycle"] = lifecycle.to_json()
+        if snapshot:
+            body["snapshot"] = snapshot
         return Sandbox.from_json(self._do("POST", "/v1/sandboxes", body, want=201, timeout=timeout))
 
     def list_sandboxes(self, conversation: Optional[str] = None, *, timeout: Optional[float] = None) -> List[Sandbox]:
@@ -252,6 +257,35 @@ class Client:
     def resume_sandbox(self, sandbox_id: str, *, timeout: Optional[float] = None) -> Sandbox:
         """Brings a paused or hibernated sandbox back to running."""
         return self._lifecycle(sandbox_id, "resume", timeout)
+
+    def create_snapshot(self, sandbox_id: str, name: str = "", *, timeout: Optional[float] = None) -> Snapshot:
+        """Takes a snapshot of the sandbox's files at one consistent point
+        (processes and memory are not part of it)."""
+        path = "/v1/sandboxes/" + _q(sandbox_id) + "/snapshots"
+        body = {"name": name} if name else {}
+        return Snapshot.from_json(self._do("POST", path, body, want=201, timeout=timeout))
+
+    def list_snapshots(self, *, timeout: Optional[float] = None) -> List[Snapshot]:
+        """The tenant's snapshots, newest first."""
+        return [Snapshot.from_json(d) for d in self._list(self._do("GET", "/v1/snapshots", want=200, timeout=timeout))]
+
+    def get_snapshot(self, snapshot_id: str, *, timeout: Optional[float] = None) -> Snapshot:
+        return Snapshot.from_json(self._do("GET", "/v1/snapshots/" + _q(snapshot_id), want=200, timeout=timeout))
+
+    def delete_snapshot(self, snapshot_id: str, *, timeout: Optional[float] = None) -> None:
+        """Removes a snapshot; sandboxes made from it keep their files."""
+        self._do("DELETE", "/v1/snapshots/" + _q(snapshot_id), want=204, timeout=timeout)
+
+    def fork_sandbox(
+        self, sandbox_id: str, conversations: Sequence[str], *, timeout: Optional[float] = None
+    ) -> Tuple[Snapshot, List[Sandbox], List[Tuple[str, str]]]:
+        """Makes one sandbox per conversation from one consistent point of
+        the sandbox. Returns the snapshot they started from, the sandboxes
+        made, and (conversation, error message) for each copy that failed."""
+        path = "/v1/sandboxes/" + _q(sandbox_id) + "/fork"
+        d = self._do("POST", path, {"conversations": list(conversations)}, want=201, timeout=timeout)
+        failed = [(str(f.get("conversation", "")), str((f.get("error") or {}).get("message", ""))) for f in d.get("failed") or []]
+        return Snapshot.from_json(d.get("snapshot") or {}), [Sandbox.from_json(x) for x in d.get("sandboxes") or []], failed
 
     def _lifecycle(self, sandbox_id: str, verb: str, timeout: Optional[float]) -> Sandbox:
         path = "/v1/sandboxes/" + _q(sandbox_id) + "/" + verb

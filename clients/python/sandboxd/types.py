@@ -71,6 +71,35 @@ class Lifecycle:
 
 
 @dataclass(frozen=True)
+class Snapshot:
+    """A sandbox's files taken at one point. ``holds`` is "filesystem and
+    workspace" or "workspace"; ``note`` says what no snapshot holds
+    (processes and memory)."""
+
+    id: str
+    sandbox: str
+    name: str
+    created_at: Optional[_dt.datetime]
+    size_bytes: int
+    holds: str = ""
+    note: str = ""
+    conversation: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Snapshot":
+        return cls(
+            id=str(d.get("id", "")),
+            sandbox=str(d.get("sandbox", "")),
+            name=str(d.get("name", "")),
+            created_at=parse_time(d.get("created_at")),
+            size_bytes=int(d.get("size_bytes", 0)),
+            holds=str(d.get("holds", "")),
+            note=str(d.get("note", "")),
+            conversation=str(d.get("conversation", "")),
+        )
+
+
+@dataclass(frozen=True)
 class Sandbox:
     """A sandbox as the API reports it. ``state`` is running, paused,
     hibernated, stopped or gone, and ``state_since`` when it entered it

@@ -208,6 +208,22 @@ class AgainstDaemon(unittest.TestCase):
             self.assertIn("kept", self.client.call_tool(run.id, "read", {"path": "kept.txt"}).text)
             with self.assertRaises(sandboxd.InvalidArgument):
                 self.client.create_sandbox(conv + "-bad", image=IMAGE, lifecycle=sandboxd.Lifecycle(pause_after_s=-1))
+            snap = self.client.create_snapshot(sb.id, "py")
+            self.assertEqual((snap.sandbox, snap.name), (sb.id, "py"))
+            self.assertIn("not part of a snapshot", snap.note)
+            self.assertIn(snap.id, [s.id for s in self.client.list_snapshots()])
+            base, copies, failed = self.client.fork_sandbox(sb.id, [conv + "-copy"])
+            try:
+                self.assertEqual((len(copies), failed), (1, []))
+                copy_run = self.client.create_run(conv + "-copy")
+                self.assertIn("kept", self.client.call_tool(copy_run.id, "read", {"path": "kept.txt"}).text)
+            finally:
+                for c in copies:
+                    self.client.delete_sandbox(c.id)
+            for s in (snap, base):
+                self.client.delete_snapshot(s.id)
+            with self.assertRaises(sandboxd.NotFound):
+                self.client.get_snapshot(snap.id)
         finally:
             self.client.delete_sandbox(sb.id)
 
