@@ -46,6 +46,7 @@ families=(
 	"containerd containerd cmd ./cmd/containerdbench"
 	"watch      docker     cmd ./cmd/watchbench"
 	"pools      docker     cmd ./cmd/poolbench"
+	"lifecycle  docker     cmd ./cmd/lifecyclebench"
 	"pools-kubernetes cluster cmd ./cmd/poolbench -backend=kubernetes"
 	"kubernetes cluster    cmd ./cmd/kubebench"
 	"replicas   replicas   cmd ./cmd/replicabench"
