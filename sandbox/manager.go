@@ -350,7 +350,7 @@ func (m *Manager) Delete(ctx context.Context, tenant, id string) error {
 // Counts returns the number of mapped sandboxes per state, for metrics: the
 // deployment's own only.
 func (m *Manager) Counts() map[string]int {
-	out := map[string]int{StateRunning: 0, StateStopped: 0, StatePaused: 0}
+	out := map[string]int{StateRunning: 0, StateStopped: 0, StatePaused: 0, StateHibernated: 0}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, e := range m.byID {
