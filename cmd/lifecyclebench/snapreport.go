@@ -28,8 +28,11 @@ func renderSnapshots(b *strings.Builder, r results, cold []time.Duration) {
 	}
 	row("**snapshot**: `POST /v1/sandboxes/{id}/snapshots` until 201", func(w *workspaceFigures) string { return timing(w.Snapshot) })
 	for _, k := range r.Copies {
-		row(fmt.Sprintf("**fork into %s**: `POST /v1/sandboxes/{id}/fork` until 201, the whole request", copiesName(k)),
-			func(w *workspaceFigures) string { return timing(w.Fork[k]) })
+		what := fmt.Sprintf("**fork into %s**: `POST /v1/sandboxes/{id}/fork` until 201, the whole request", copiesName(k))
+		if k == 1 {
+			what += " (its one copy's time)"
+		}
+		row(what, func(w *workspaceFigures) string { return timing(w.Fork[k]) })
 		if k > 1 {
 			row(fmt.Sprintf("… per copy (the whole request ÷ %d)", k), func(w *workspaceFigures) string { return timing(divide(w.Fork[k], k)) })
 		}
@@ -76,7 +79,7 @@ func renderSnapshots(b *strings.Builder, r results, cold []time.Duration) {
 		"Everything made is deleted, untimed, before the next sample, and at the end the bench checks that sandboxd lists no snapshot and the engine holds no image, carrier container or volume of any snapshot made, nor the workspace volume of the source or any copy. "+
 		"Disk, as Docker keeps a snapshot (docs/DESIGN.md, \"Snapshots and forks\"): per snapshot, the layer its committed image adds (the top entry of `docker history`, the source container's own file system changes) plus its carrier container's writable layer, and the blocks (`st_blocks`) of the files in its `sandboxd-snap-` volume; per copy, its container's writable layer (`docker inspect --size`, SizeRw) and the blocks of the files in its workspace volume. The image's base layers are shared by the source, the snapshots and the copies and are not counted; the mean of every snapshot and copy is shown. A layer of 0 B means the source (or the copy) changed nothing outside its workspace: these only wrote files there; a package installed with apt-get would show in both. "+
 		"`size_bytes` is sandboxd's own count: the bytes of the workspace's tar stream (headers included) plus the source's writable layer. "+
-		"The cross-check is the used space of the file system under Docker's data root (`statfs`) just before and just after the fork: it counts everything written in between, the copies, the fork's snapshot and anything else this shared machine wrote, so it is a bound, not a figure of sandboxd alone. "+
+		"The cross-check is the used space of the file system under Docker's data root (`statfs`) just before and just after the fork: it counts everything written and removed in between on this shared machine, not only the fork's copies and snapshot, so it confirms the order of the figures above (no hidden second copy) and no more. "+
 		"**fork into 1 copy + its first call** adds the two p50s, to set against the cold create's p50 of the same run (whose workspace holds only the small file: it carries nothing over). The peers' figures are their own published claims for resuming or branching a machine on their infrastructure, not measured here, and not the same operation: none copies a workspace of a given size on one disk.\n",
 		strings.Join(samples, ", "))
 }
