@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api/client"
+	"github.com/sandboxd/sandboxd/errdefs"
 )
 
 const (
@@ -146,9 +147,10 @@ func (d *daemon) connect(ctx context.Context) error {
 	}
 }
 
-// stop deletes the sandboxes the daemon still lists (a sandbox outlives
-// its daemon on purpose, so a run cut short would leave containers), then
-// stops the child and removes the data dir. It reports what went wrong.
+// stop deletes the sandboxes and snapshots the daemon still lists (both
+// outlive their daemon on purpose, so a run cut short would leave
+// containers, images and volumes), then stops the child and removes the
+// data dir. It reports what went wrong.
 func (d *daemon) stop() error {
 	var errs []error
 	if d.Client != nil {
@@ -159,6 +161,16 @@ func (d *daemon) stop() error {
 			for _, sb := range sbs {
 				if err := d.Client.DeleteSandbox(ctx, sb.ID); err != nil {
 					errs = append(errs, fmt.Errorf("sandbox %s is left on the %s engine (delete it by hand): %w", sb.ID, d.Backend, err))
+				}
+			}
+		}
+		// A backend without snapshots answers FailedPrecondition: none to delete.
+		if snaps, err := d.Client.ListSnapshots(ctx); err != nil && !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			errs = append(errs, fmt.Errorf("listing the snapshots left to delete: %w", err))
+		} else {
+			for _, s := range snaps {
+				if err := d.Client.DeleteSnapshot(ctx, s.ID); err != nil {
+					errs = append(errs, fmt.Errorf("snapshot %s is left on the %s engine (delete it by hand): %w", s.ID, d.Backend, err))
 				}
 			}
 		}

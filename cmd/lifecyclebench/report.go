@@ -36,7 +36,7 @@ var peers = []struct{ who, what, figure string }{
 // render writes the lifecycle section from r.
 func render(f flags, machine, load string, at time.Time, r results) string {
 	var b strings.Builder
-	b.WriteString("## Lifecycle: pause, hibernate, resume\n\n")
+	b.WriteString("## Lifecycle: pause, hibernate, resume, snapshots, forks\n\n")
 	fmt.Fprintf(&b, "_Measured %s on %s; load average at the end %s; image `%s`; sandboxd %s; %s; the run took %s._\n\n",
 		at.UTC().Format("2006-01-02 15:04 UTC"), machine, load, f.image, r.Sandboxd, r.Containerd, r.Took.Round(time.Second))
 
@@ -82,6 +82,9 @@ func render(f flags, machine, load string, at time.Time, r results) string {
 		"**cold create + first call**: what a platform without a lifecycle does when the conversation comes back: `POST /v1/sandboxes` of the same image until 201, then the same `read`, timed together, %d times (each sandbox deleted, untimed, before the next); its run was made before the timer (a run needs no sandbox) and its workspace is a host directory already holding the file (`workspace.host_path`), so the figure counts no restore of the files a lifecycle keeps. "+
 		"Each figure's p50 and p99 are nearest-rank (a sample that happened; with fewer than 100 samples p99 is the largest). The peers' figures are their own published claims, measured on their infrastructure, not here.\n",
 		f.pauses, pollEvery, len(noteText), f.autos, f.running, f.hibernates, f.colds)
+	if len(r.Workspaces) > 0 && r.Backends["docker"] != nil {
+		renderSnapshots(&b, r, r.Backends["docker"].Cold)
+	}
 	return b.String()
 }
 
