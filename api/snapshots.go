@@ -172,7 +172,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	if len(made) == 0 {
 		// Nothing was made: the first copy's error class, every copy's reason.
-		return classOf(failed[0].Err, "no copy could be made ("+strings.Join(why, "; ")+"); the snapshot "+snap.ID+" they were to start from is kept")
+		return classOf(failed[0].Err, "no copy could be made ("+strings.Join(why, "; ")+"); nothing was kept")
 	}
 	writeJSON(w, http.StatusCreated, resp)
 	return nil

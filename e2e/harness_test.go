@@ -117,6 +117,14 @@ func (d *daemon) deleteLeftovers() {
 			d.t.Logf("a sandbox left by the test (%s) could not be deleted: %v", sb.ID, err)
 		}
 	}
+	// Snapshots outlive their sandboxes, and no later daemon of this
+	// test's deployment would ever sweep them.
+	snaps, _ := d.Client.ListSnapshots(c)
+	for _, sn := range snaps {
+		if err := d.Client.DeleteSnapshot(c, sn.ID); err != nil {
+			d.t.Logf("a snapshot left by the test (%s) could not be deleted: %v", sn.ID, err)
+		}
+	}
 }
 
 func (d *daemon) start() {

@@ -109,7 +109,8 @@ type ForkFailure struct {
 // Fork makes one sandbox per conversation from one consistent point of the
 // tenant's sandbox id (a snapshot, kept and listed, named after the fork),
 // each with the source's network, egress and lifecycle; the source keeps
-// running. Copies that fail are returned with why, and leave no sandbox.
+// running. Copies that fail are returned with why, and leave no sandbox;
+// when none is made the snapshot is removed again.
 func (m *Manager) Fork(ctx context.Context, tenant, id string, conversations []string) (Snapshot, []Info, []ForkFailure, error) {
 	switch {
 	case len(conversations) == 0:
@@ -130,6 +131,13 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, conversations []s
 	src, err := m.Get(ctx, tenant, id)
 	if err != nil {
 		return Snapshot{}, nil, nil, err
+	}
+	// A conversation that has a sandbox already fails before anything is
+	// copied (a create racing the fork still fails its copy alone).
+	for _, c := range conversations {
+		if have, err := m.Lookup(ctx, tenant, c); err == nil {
+			return Snapshot{}, nil, nil, errdefs.Conflict("conversation %s already has a sandbox (%s); fork into conversations that have none", c, have.ID)
+		}
 	}
 	snap, err := m.Snapshot(ctx, tenant, id, fmt.Sprintf("fork of %s (%s)", id, src.Conversation))
 	if err != nil {
@@ -152,6 +160,14 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, conversations []s
 			continue
 		}
 		made = append(made, info)
+	}
+	if len(made) == 0 {
+		// Nothing started from it: the snapshot is not kept.
+		if s, err := m.snapshotter(); err == nil {
+			if err := s.DeleteSnapshot(context.WithoutCancel(ctx), snap.ID); err != nil {
+				m.log.Warn("cannot remove the snapshot of a fork that made no copy", "snapshot", snap.ID, "err", err)
+			}
+		}
 	}
 	return snap, made, failed, nil
 }
