@@ -19,6 +19,12 @@
 // deletes it, keeping the container, whose snapshot holds the sandbox's own
 // file system changes, and marks it (LabelHibernatedAt); Wake starts a new
 // task on it with the spec creation gave it.
+//
+// A sandbox snapshot (snapshot.go) is an image: the sandbox's image with
+// its own changes as one more layer, plus a tar of its workspace in the
+// content store; a sandbox made from one is made from that image, its
+// workspace unpacked from the tar. A container is labelled as a sandbox
+// only once its task runs, so that a creation cut off half-way leaves none.
 package containerd
 
 import (
@@ -70,6 +76,10 @@ type Backend struct {
 	caps        []string
 	defaults    sandbox.Resources
 	dep         sandbox.Deployment
+	started     time.Time // what a sandboxd that died left is older
+	// noOverlayDiff makes snapshots use containerd's diff service only
+	// (tests of both ways).
+	noOverlayDiff bool
 }
 
 var (
@@ -138,6 +148,7 @@ func New(opts ...Option) (*Backend, error) {
 		log:         slog.New(slog.DiscardHandler),
 		caps:        append([]string(nil), docker.DefaultCaps...),
 		defaults:    docker.DefaultResources,
+		started:     time.Now(),
 	}
 	for _, opt := range opts {
 		opt(b)

@@ -13,6 +13,7 @@ import (
 	"github.com/containerd/containerd/containers"
 	ctdapparmor "github.com/containerd/containerd/contrib/apparmor"
 	"github.com/containerd/containerd/contrib/seccomp"
+	"github.com/containerd/containerd/images"
 	"github.com/containerd/containerd/oci"
 	"github.com/containerd/containerd/pkg/apparmor"
 	cerrdefs "github.com/containerd/errdefs"
@@ -42,6 +43,17 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 	if name == "" {
 		name = b.image
 	}
+	var snap images.Image
+	if spec.Snapshot != "" {
+		if spec.HostWorkspace != "" {
+			return sandbox.Info{}, errdefs.InvalidArgument("a sandbox made from a snapshot gets the snapshot's workspace; leave the host workspace unset")
+		}
+		var err error
+		if snap, err = b.snapshotRecord(ctx, spec.Snapshot); err != nil {
+			return sandbox.Info{}, err
+		}
+		name = snap.Name
+	}
 	if name == "" {
 		return sandbox.Info{}, errdefs.InvalidArgument("no image was named and no default image is configured; name one or set default_image")
 	}
@@ -54,9 +66,6 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 	ws := spec.HostWorkspace
 	if ws == "" {
 		ws = b.workspaceDir(id)
-		if err := os.MkdirAll(ws, 0o755); err != nil {
-			return sandbox.Info{}, errdefs.Internal("the workspace directory %s cannot be made: %v; check the data dir", ws, err)
-		}
 	}
 	ok := false
 	defer func() {
@@ -72,18 +81,25 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 		return sandbox.Info{}, engineErr("take a lease", err)
 	}
 	defer done(context.WithoutCancel(ctx))
+	// Made without LabelManaged, so that no listing shows it, and marked
+	// as being made: a sandboxd that dies half-way leaves no half-made
+	// sandbox, only a container the next listing removes (sweepMaking).
+	l := labels(spec, b.dep.Name)
+	delete(l, sandbox.LabelManaged)
+	l[labelMaking] = stamp(time.Now())
+	maps.Copy(l, imageLabels(img))
 	c, err := b.cli.NewContainer(lctx, NamePrefix+id,
 		containerd.WithImage(img),
 		containerd.WithSnapshotter(b.snapshotter),
 		containerd.WithNewSnapshot(NamePrefix+id, img),
 		containerd.WithRuntime(b.runtime, nil),
-		containerd.WithContainerLabels(labels(spec, b.dep.Name)),
+		containerd.WithContainerLabels(l),
 		containerd.WithNewSpec(b.specOpts(img, ws, spec)...),
 	)
 	if err != nil {
 		return sandbox.Info{}, engineErr("create a container from "+name, err)
 	}
-	cleanup := func(why string, err error) (sandbox.Info, error) {
+	cleanup := func(err error) (sandbox.Info, error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if t, terr := c.Task(cctx, nil); terr == nil {
@@ -92,16 +108,31 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 		if derr := c.Delete(cctx, containerd.WithSnapshotCleanup); derr != nil {
 			b.log.Warn("cannot remove a container that failed to start", "container", c.ID(), "err", derr)
 		}
-		return sandbox.Info{}, engineErr(why, err)
+		return sandbox.Info{}, err
+	}
+	// The workspace is made once the container exists, so that the sweep
+	// of a half-made one removes it too.
+	if spec.HostWorkspace == "" {
+		if err := os.MkdirAll(ws, 0o755); err != nil {
+			return cleanup(errdefs.Internal("the workspace directory %s cannot be made: %v; check the data dir", ws, err))
+		}
+	}
+	if spec.Snapshot != "" {
+		if err := b.fillWorkspace(ctx, snap, ws); err != nil {
+			return cleanup(err)
+		}
 	}
 	// The agent logs into its own files; its init stdio goes nowhere, so a
 	// sandbox never depends on sandboxd reading a FIFO.
 	t, err := c.NewTask(ctx, cio.NullIO)
 	if err != nil {
-		return cleanup("create the sandbox task", err)
+		return cleanup(engineErr("create the sandbox task", err))
 	}
 	if err := t.Start(ctx); err != nil {
-		return cleanup("start the sandbox task", err)
+		return cleanup(engineErr("start the sandbox task", err))
+	}
+	if _, err := c.SetLabels(ctx, map[string]string{sandbox.LabelManaged: "true", labelMaking: ""}); err != nil {
+		return cleanup(engineErr("mark the sandbox as made", err))
 	}
 	ok = true // the sandbox exists from here on, whatever inspecting it says
 	return b.info(ctx, c)

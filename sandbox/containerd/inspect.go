@@ -15,7 +15,8 @@ import (
 )
 
 // List returns every container of the namespace and the deployment that
-// carries sandbox.LabelManaged. containerd filters by the deployment's
+// carries sandbox.LabelManaged, and removes the containers of creations
+// cut off half-way. containerd filters by the deployment's
 // label unless unlabelled containers are adopted too.
 func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	ctx = b.nsCtx(ctx)
@@ -27,6 +28,7 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	if err != nil {
 		return nil, engineErr("list containers", err)
 	}
+	b.sweepMaking(ctx)
 	out := make([]sandbox.Info, 0, len(cs))
 	for _, c := range cs {
 		info, err := b.info(ctx, c)

@@ -7,6 +7,7 @@ import (
 	containerd "github.com/containerd/containerd"
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/sandbox/docker"
 )
 
@@ -19,6 +20,11 @@ func (b *Backend) Remove(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	return b.destroy(ctx, c, id)
+}
+
+// destroy removes container c of sandbox id, as Remove says.
+func (b *Backend) destroy(ctx context.Context, c containerd.Container, id string) error {
 	own := ""
 	if s, err := c.Spec(ctx); err == nil {
 		for _, m := range s.Mounts {
@@ -39,6 +45,35 @@ func (b *Backend) Remove(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// labelMaking marks a container Create has not finished (its time); such
+// a container has no LabelManaged, so it is no sandbox yet.
+const labelMaking = "io.sandboxd.making"
+
+// sweepMaking removes the deployment's containers left half-made by a
+// sandboxd that died in Create (one being made now is left alone), with
+// their workspaces.
+func (b *Backend) sweepMaking(ctx context.Context) {
+	cs, err := b.cli.Containers(ctx, `labels."`+labelMaking+`",labels."`+sandbox.LabelDeployment+`"=="`+b.dep.Name+`"`)
+	if err != nil {
+		b.log.Warn("cannot list half-made sandbox containers", "err", err)
+		return
+	}
+	for _, c := range cs {
+		l, err := c.Labels(ctx)
+		if err != nil || l[sandbox.LabelManaged] == "true" || l[labelMaking] == "" {
+			continue
+		}
+		at := labelTime(l, labelMaking)
+		if at.IsZero() || !b.stale(at) {
+			continue
+		}
+		b.log.Info("removing a sandbox container that was never finished", "container", c.ID())
+		if err := b.destroy(ctx, c, sandboxID(c.ID())); err != nil {
+			b.log.Warn("cannot remove a half-made sandbox container", "container", c.ID(), "err", err)
+		}
+	}
 }
 
 // stop kills the task with SIGKILL and waits for it to exit; with del it
