@@ -54,7 +54,9 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 			// The claim is reported once: here, or below when no pod runs.
 			delete(claims, c.Name)
 			if !awake(p) {
-				b.reportStopped(p)
+				if !hibernating(c) {
+					b.reportStopped(p)
+				}
 				out = append(out, hibernatedInfo(c, p))
 				continue
 			}
@@ -121,7 +123,7 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) 
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	if o.pod != nil {
+	if o.pod != nil && (o.claim == nil || !hibernating(o.claim)) {
 		b.reportStopped(o.pod)
 	}
 	return o.info(), nil

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"time"
 
@@ -53,7 +54,7 @@ func (b *Backend) Hibernate(ctx context.Context, id string) error {
 		return err
 	}
 	if o.claim != nil { // hibernated already: its pod is gone or ended
-		if _, marked := o.claim.Annotations[AnnotationHibernatedAt]; !marked {
+		if !hibernating(o.claim) {
 			since := o.info().StateSince
 			if since.IsZero() {
 				since = time.Now()
@@ -77,7 +78,9 @@ func (b *Backend) Hibernate(ctx context.Context, id string) error {
 	case mapState(p) != sandbox.StateRunning:
 		return errdefs.FailedPrecondition("sandbox %s is still starting (%s); hibernate it once it runs", id, whyNotRunning(p))
 	}
-	if err := b.markHibernated(ctx, name, time.Now()); err != nil {
+	if err := b.markHibernated(ctx, name, time.Now()); errors.Is(err, errdefs.ErrNotFound) {
+		return errdefs.FailedPrecondition("sandbox %s cannot hibernate: its workspace claim %s is gone, so its files would be lost with its pod", id, name)
+	} else if err != nil {
 		return err
 	}
 	wait := b.hibernateGrace

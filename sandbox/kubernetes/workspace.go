@@ -267,6 +267,13 @@ func hibernatedInfo(c *corev1.PersistentVolumeClaim, p *corev1.Pod) sandbox.Info
 	return info
 }
 
+// hibernating says whether Hibernate stopped c's sandbox (its pod's end
+// is then no news to log).
+func hibernating(c *corev1.PersistentVolumeClaim) bool {
+	_, ok := c.Annotations[AnnotationHibernatedAt]
+	return ok
+}
+
 // sinceOf is when p's sandbox container started running, or ended; zero
 // when the kubelet has not said.
 func sinceOf(p *corev1.Pod) time.Time {

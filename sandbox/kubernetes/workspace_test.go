@@ -368,3 +368,23 @@ func TestWakeThatCannotStartStaysHibernated(t *testing.T) {
 		t.Error("the pod that could not start was left")
 	}
 }
+
+// A sandbox whose claim was deleted behind sandboxd's back keeps running
+// on its pod but cannot hibernate: its files would go with the pod.
+func TestHibernateRefusedWhenTheClaimIsGone(t *testing.T) {
+	b, cs, _ := claimCluster(t, nil)
+	ctx := bg(t)
+	info, err := b.Create(ctx, sandbox.Spec{Tenant: "acme", Conversation: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().PersistentVolumeClaims("sbx").Delete(ctx, b.PodName(info.ID), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Hibernate(ctx, info.ID); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "is gone") {
+		t.Fatalf("Hibernate without its claim = %v; want failed_precondition saying the claim is gone", err)
+	}
+	if got, err := b.Inspect(ctx, info.ID); err != nil || got.State != sandbox.StateRunning {
+		t.Fatalf("after the refusal the sandbox is %+v, %v; want running", got, err)
+	}
+}
