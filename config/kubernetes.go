@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // Kubernetes holds settings of the Kubernetes backend.
@@ -44,7 +45,28 @@ type Kubernetes struct {
 	ServiceAccountName string `yaml:"service_account_name"`
 	// NodeSelector constrains where sandboxes are scheduled.
 	NodeSelector map[string]string `yaml:"node_selector"`
+	// WorkspaceClaim puts each sandbox's workspace on a PersistentVolumeClaim
+	// of its own instead of an emptyDir, so that its files outlive its pod:
+	// a sandbox can then hibernate (its pod deleted, its claim kept), and a
+	// pod deleted or evicted behind sandboxd's back is made again on the
+	// same claim at the next call. Only the workspace and the agent's state
+	// survive a pod; the rest of the pod's file system does not.
+	WorkspaceClaim KubernetesClaim `yaml:"workspace_claim"`
 }
+
+// KubernetesClaim is the PersistentVolumeClaim made for each sandbox. A
+// size turns claims on.
+type KubernetesClaim struct {
+	// StorageClass provisions the claims; "" means the cluster's default
+	// class.
+	StorageClass string `yaml:"storage_class"`
+	// Size is each claim's requested storage, a Kubernetes quantity such
+	// as "10Gi"; "" leaves the workspace on an emptyDir.
+	Size string `yaml:"size"`
+}
+
+// Enabled says whether sandboxes get a workspace claim.
+func (c KubernetesClaim) Enabled() bool { return c.Size != "" }
 
 // KubernetesRequests are a sandbox pod's resource requests.
 type KubernetesRequests struct {
@@ -54,6 +76,13 @@ type KubernetesRequests struct {
 
 // dnsLabel is an RFC 1123 label: namespaces and service account names.
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// dnsSubdomain is an RFC 1123 subdomain: storage class names.
+var dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+
+// storageSize is a Kubernetes quantity of bytes: digits, an optional
+// fraction, and an optional binary or decimal suffix.
+var storageSize = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$`)
 
 // Validate checks the kubernetes keys; the message names the key.
 func (k Kubernetes) Validate() error {
@@ -73,6 +102,18 @@ func (k Kubernetes) Validate() error {
 		return fmt.Errorf("kubernetes.requests: must not be negative (cpus %g, memory_mb %d); leave a field at 0 for the default", k.Requests.CPUs, k.Requests.MemoryMB)
 	case k.StartTimeout < 0:
 		return fmt.Errorf("kubernetes.start_timeout: is negative; use a positive duration such as \"3m\"")
+	}
+	return k.WorkspaceClaim.validate()
+}
+
+func (c KubernetesClaim) validate() error {
+	switch {
+	case c.Size == "" && c.StorageClass != "":
+		return fmt.Errorf("kubernetes.workspace_claim.size: is empty, so storage_class %q is not used; give each claim's size, such as \"10Gi\"", c.StorageClass)
+	case c.Size != "" && (!storageSize.MatchString(c.Size) || strings.Trim(c.Size, "0.KMGTPEik") == ""):
+		return fmt.Errorf("kubernetes.workspace_claim.size: %q is not a size; use a positive quantity such as \"10Gi\" or \"500Mi\"", c.Size)
+	case c.StorageClass != "" && !dnsSubdomain.MatchString(c.StorageClass):
+		return fmt.Errorf("kubernetes.workspace_claim.storage_class: %q is not a valid name; use lower-case letters, digits, '-' and '.'", c.StorageClass)
 	}
 	return nil
 }

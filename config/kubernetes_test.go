@@ -42,3 +42,37 @@ func TestKubernetesKeys(t *testing.T) {
 		t.Errorf("empty kubernetes keys: %v", err)
 	}
 }
+
+func TestKubernetesWorkspaceClaim(t *testing.T) {
+	c, err := Parse([]byte("kubernetes:\n  workspace_claim: {storage_class: fast-ssd, size: 20Gi}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := c.Kubernetes.WorkspaceClaim; !w.Enabled() || w.StorageClass != "fast-ssd" || w.Size != "20Gi" {
+		t.Fatalf("workspace_claim = %+v", w)
+	}
+	if c, err := Parse([]byte("kubernetes: {namespace: x}\n")); err != nil || c.Kubernetes.WorkspaceClaim.Enabled() {
+		t.Errorf("no workspace_claim = %+v, %v; want claims off", c.Kubernetes.WorkspaceClaim, err)
+	}
+	for _, ok := range []string{"1Gi", "500Mi", "0.5Gi", "10G", "1073741824"} {
+		if err := (Kubernetes{WorkspaceClaim: KubernetesClaim{Size: ok}}).Validate(); err != nil {
+			t.Errorf("size %q: %v", ok, err)
+		}
+	}
+	for _, tc := range []struct {
+		claim KubernetesClaim
+		want  string
+	}{
+		{KubernetesClaim{StorageClass: "standard"}, "workspace_claim.size: is empty"},
+		{KubernetesClaim{Size: "ten gigs"}, "workspace_claim.size"},
+		{KubernetesClaim{Size: "10GB"}, "workspace_claim.size"},
+		{KubernetesClaim{Size: "0Gi"}, "workspace_claim.size"},
+		{KubernetesClaim{Size: "-1Gi"}, "workspace_claim.size"},
+		{KubernetesClaim{Size: "1Gi", StorageClass: "Fast_SSD"}, "workspace_claim.storage_class"},
+	} {
+		err := (Kubernetes{WorkspaceClaim: tc.claim}).Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want an error naming %s", tc.claim, err, tc.want)
+		}
+	}
+}

@@ -81,6 +81,9 @@ done
 rm -rf /var/lib/kubelet/device-plugins /var/lib/kubelet/pod-resources /var/log/containers /var/log/pods \
 	/var/lib/cni/results 2>/dev/null
 rmdir /var/lib/kubelet 2>/dev/null
+# The volumes the controller-manager's hostPath provisioner made (the
+# claims of a cluster that is gone can no longer delete them).
+rm -rf /tmp/hostpath_pv
 rm -rf "$RUN"
 if [ "${PURGE:-0}" = 1 ]; then
 	rm -rf "$CACHE" "$IMAGE_CACHE"

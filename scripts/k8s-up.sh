@@ -2,7 +2,10 @@
 # Brings up a single-node Kubernetes cluster on this machine for tests:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, a
 # PRIVATE containerd (own root, state and socket; Docker's is untouched), a
-# bridge CNI network and a locally built pause image. Nothing is pulled.
+# bridge CNI network, a locally built pause image, and a default
+# StorageClass whose claims the controller-manager's own hostPath
+# provisioner fills (a directory under /tmp/hostpath_pv per volume, deleted
+# with its claim; one node only, which this is). Nothing is pulled.
 # Every listener is on 127.0.0.1; the API server reaches the kubelet at
 # localhost (the node's name). Idempotent: a cluster that is already up
 # is reused. The last line printed is the KUBECONFIG path.
@@ -35,6 +38,7 @@ POD_CIDR=10.244.77.0/24
 SERVICE_CIDR=10.96.77.0/24
 PAUSE_IMAGE=sandboxd.local/pause:1
 IMAGES="${K8S_IMAGES:-sandboxd-sandbox:latest sandboxd:latest}"
+STORAGE_CLASS=sandboxd-hostpath
 KUBECONFIG_OUT="$RUN/admin.kubeconfig"
 export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
 
@@ -74,9 +78,31 @@ import_images() {
 	done
 }
 
+# storage_class makes the default StorageClass, provisioned by the
+# controller-manager (--enable-hostpath-provisioner): the volumes are
+# directories of this machine, deleted with their claims.
+storage_class() {
+	kc apply -f - >/dev/null <<YAML
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: $STORAGE_CLASS
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: kubernetes.io/host-path
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+YAML
+}
+
 if [ -f "$KUBECONFIG_OUT" ] && [ -x "$BIN/kubectl" ] && kc get --raw /readyz >/dev/null 2>&1; then
 	log "the cluster is already up; bringing its images up to date"
 	import_images
+	if ! tr '\0' ' ' <"/proc/$(cat "$RUN/pids/kube-controller-manager" 2>/dev/null)/cmdline" 2>/dev/null | grep -q -- --enable-hostpath-provisioner; then
+		die "this cluster was brought up without a volume provisioner (an older k8s-up.sh); once nothing uses it, run scripts/k8s-down.sh and then this again"
+	fi
+	storage_class
+	grep -q SANDBOXD_TEST_K8S_STORAGE_CLASS "$RUN/env" 2>/dev/null || echo "export SANDBOXD_TEST_K8S_STORAGE_CLASS=$STORAGE_CLASS" >>"$RUN/env"
 	echo "$KUBECONFIG_OUT"
 	exit 0
 fi
@@ -306,7 +332,8 @@ start kube-controller-manager "$BIN/kube-controller-manager" \
 	--bind-address=127.0.0.1 --secure-port=20257 --leader-elect=false \
 	--service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
 	--cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
-	--use-service-account-credentials=true --service-cluster-ip-range="$SERVICE_CIDR" --profiling=false
+	--use-service-account-credentials=true --service-cluster-ip-range="$SERVICE_CIDR" --profiling=false \
+	--enable-hostpath-provisioner=true
 start kube-scheduler "$BIN/kube-scheduler" \
 	--kubeconfig="$RUN/scheduler.kubeconfig" --authentication-kubeconfig="$RUN/scheduler.kubeconfig" \
 	--authorization-kubeconfig="$RUN/scheduler.kubeconfig" \
@@ -346,12 +373,14 @@ start kubelet "$BIN/kubelet" --config="$RUN/kubelet.yaml" --kubeconfig="$RUN/kub
 wait_for "node $NODE" 90 kc get node "$NODE"
 wait_for "node $NODE Ready" 90 kc wait --for=condition=Ready "node/$NODE" --timeout=2s
 wait_for "the default ServiceAccount" 60 kc get serviceaccount default -n default
+storage_class
 
 agent_image=sandboxd:latest
 docker image inspect sandboxd:latest >/dev/null 2>&1 || agent_image=sandboxd-k8s-agent:dev
 cat >"$RUN/env" <<ENV
 export KUBECONFIG=$KUBECONFIG_OUT
 export SANDBOXD_TEST_K8S_AGENT_IMAGE=$agent_image
+export SANDBOXD_TEST_K8S_STORAGE_CLASS=$STORAGE_CLASS
 ENV
 log "build check $((tb - t0)) s, images $((ti - tb)) s, control plane and node $(($(date +%s) - ti)) s (source $RUN/env for the test variables)"
 echo "$KUBECONFIG_OUT"

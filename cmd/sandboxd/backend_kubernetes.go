@@ -26,6 +26,7 @@ func newKubernetes(cfg *config.Config, dep sandbox.Deployment, log *slog.Logger)
 		kubernetes.WithNetworkPolicy(k.NetworkPolicy),
 		kubernetes.WithServiceAccount(k.ServiceAccountName),
 		kubernetes.WithNodeSelector(k.NodeSelector),
+		kubernetes.WithWorkspaceClaim(k.WorkspaceClaim.StorageClass, k.WorkspaceClaim.Size),
 		kubernetes.WithLogger(log.With("backend", "kubernetes")),
 	}
 	if k.LinksDown != nil {

@@ -202,7 +202,8 @@ func TestDefaultValues(t *testing.T) {
 		t.Errorf("service port = %v", p)
 	}
 
-	// RBAC: pods, pods/exec and pods/log in the release namespace, no more.
+	// RBAC: pods, pods/exec and pods/log in the release namespace, no more
+	// (workspace claims add theirs: workspaceclaim_test.go).
 	role := must(t, objs, "Role/sd-sandboxd")
 	if ns := str(role, "metadata", "namespace"); ns != releaseNS {
 		t.Errorf("Role namespace = %q, want %q", ns, releaseNS)
@@ -218,7 +219,7 @@ func TestDefaultValues(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"pods":      {"create", "delete", "get", "list", "watch"},
+		"pods":      {"create", "delete", "get", "list", "patch", "watch"},
 		"pods/exec": {"create", "get"},
 		"pods/log":  {"get"},
 	}

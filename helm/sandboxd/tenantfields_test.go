@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chartutil"
 
@@ -126,5 +127,26 @@ func TestTenantNetworkKeysRender(t *testing.T) {
 	if got.DefaultNetwork != "proxy" || got.Egress == nil || !reflect.DeepEqual(got.Egress.Allow, []string{"pypi.org", "*.npmjs.org"}) ||
 		!reflect.DeepEqual(got.Egress.Deny, []string{"evil.npmjs.org"}) || len(got.Secrets) != 1 || got.Secrets[0].Name != "gh" || got.Secrets[0].ValueEnv != "GH_TOKEN" {
 		t.Fatalf("the rendered tenant = %+v", got)
+	}
+}
+
+// A tenant's lifecycle reaches sandboxd's config as the config file
+// spells it, and a duration it cannot read is refused by the schema.
+func TestTenantLifecycleRenders(t *testing.T) {
+	const hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	entry := map[string]any{"name": "team-a", "token_sha256": hash, "lifecycle": map[string]any{"hibernate_after": "30m", "delete_after": "24h"}}
+	cfg := parseConfig(t, render(t, map[string]any{"tenants": []any{entry}}))
+	if len(cfg.Tenants) != 1 || cfg.Tenants[0].Lifecycle == nil {
+		t.Fatalf("tenants = %+v, want team-a with its lifecycle", cfg.Tenants)
+	}
+	if l := cfg.LifecycleFor("team-a"); l.HibernateAfter.D() != 30*time.Minute || l.DeleteAfter.D() != 24*time.Hour || l.PauseAfter != 0 {
+		t.Fatalf("team-a's lifecycle = %+v, want hibernate after 30m and delete after 24h", l)
+	}
+	vals, err := chartutil.ReadValues([]byte("tenants: [{name: a, token_sha256: " + hash + ", lifecycle: {pause_after: soon}}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chartutil.ToRenderValues(load(t), vals, chartutil.ReleaseOptions{Name: "sd", Namespace: releaseNS}, chartutil.DefaultCapabilities); err == nil || !strings.Contains(err.Error(), "pause_after") {
+		t.Errorf("a lifecycle of %q gave %v, want a schema error naming pause_after", "soon", err)
 	}
 }

@@ -28,14 +28,22 @@ const closeGrace = 2 * time.Second
 // the API server and returns its stdin and stdout as one byte stream (no
 // TTY); stderr goes to the log.
 func (b *Backend) AttachAgent(ctx context.Context, id string) (io.ReadWriteCloser, error) {
-	p, err := b.pod(ctx, id)
+	o, err := b.find(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if !containerRunning(p) || p.Status.Phase != corev1.PodRunning {
+	p := o.pod
+	switch {
+	case o.claim != nil:
+		return nil, errdefs.FailedPrecondition("sandbox %s is hibernated (its pod was deleted or ended, its workspace claim %s is kept); resume it", id, o.claim.Name)
+	case !containerRunning(p) || p.Status.Phase != corev1.PodRunning:
 		return nil, errdefs.FailedPrecondition("sandbox %s is not running (%s); delete it and create a new one", id, whyNotRunning(p))
 	}
-	ex, err := b.executor(p.Name, []string{AgentPath, "attach"}, true)
+	argv := []string{AgentPath, "attach"}
+	if claimOf(p) != "" {
+		argv = append(argv, "--state-dir", AgentStateDir)
+	}
+	ex, err := b.executor(p.Name, argv, true)
 	if err != nil {
 		return nil, err
 	}
@@ -45,10 +53,14 @@ func (b *Backend) AttachAgent(ctx context.Context, id string) (io.ReadWriteClose
 // Exec runs argv in sandbox id's container through the API server, one
 // fresh exec per call (tests and benchmarks compare it with the pipe).
 func (b *Backend) Exec(ctx context.Context, id string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	p, err := b.pod(ctx, id)
+	o, err := b.find(ctx, id)
 	if err != nil {
 		return err
 	}
+	if o.claim != nil {
+		return errdefs.FailedPrecondition("sandbox %s is hibernated (its workspace claim %s is kept, its pod is not); resume it", id, o.claim.Name)
+	}
+	p := o.pod
 	ex, err := b.executor(p.Name, argv, stdin != nil)
 	if err != nil {
 		return err

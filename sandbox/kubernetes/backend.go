@@ -3,7 +3,11 @@
 // container runs `sandbox-agent init` as PID 1; the agent binary comes from
 // sandboxd's own image through an init container that copies it into an
 // emptyDir, mounted read-only at the same path as in the Docker backend. The
-// workspace is an emptyDir at /workspace. The pod runs with no privilege
+// workspace is an emptyDir at /workspace, or with WithWorkspaceClaim a
+// PersistentVolumeClaim of the sandbox's own that outlives its pod: such a
+// sandbox can hibernate (its pod deleted, its claim kept) and wake on a new
+// pod, and one whose pod was deleted or evicted behind sandboxd's back is
+// hibernated too, woken by the next call (workspace.go). The pod runs with no privilege
 // escalation, every capability dropped but the Docker backend's few, the
 // runtime's default seccomp profile, no service-account token, CPU and
 // memory limits from the request, and optionally a RuntimeClass. For a
@@ -29,6 +33,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -72,6 +77,10 @@ var (
 // DefaultStartTimeout bounds how long a new pod may take to run.
 const DefaultStartTimeout = 3 * time.Minute
 
+// DefaultHibernateGrace is how long a hibernating agent has to record its
+// processes and exit, as in the Docker backend.
+const DefaultHibernateGrace = 10 * time.Second
+
 // Backend is a sandbox.Backend on a Kubernetes cluster. Every response comes
 // from the API server; the only state it keeps is whether the namespace's
 // NetworkPolicy exists and which stopped pods it already reported.
@@ -96,7 +105,15 @@ type Backend struct {
 	requests     sandbox.Resources
 	startTimeout time.Duration
 	dep          sandbox.Deployment
-	pollEvery    time.Duration
+	// claimSize and claimClass make each sandbox's workspace claim;
+	// claimSpec is the option as given, parsed by New.
+	claimSize  resource.Quantity
+	claimClass string
+	claimSpec  string
+	// hibernateGrace is how long a hibernating agent has to record its
+	// processes and exit before its pod is deleted anyway.
+	hibernateGrace time.Duration
+	pollEvery      time.Duration
 	// watchedPollEvery is the fallback read of a starting pod while a
 	// watch on it reports its changes.
 	watchedPollEvery time.Duration
@@ -184,6 +201,15 @@ func WithStartTimeout(d time.Duration) Option { return func(b *Backend) { b.star
 // name in the pod names, and sees only that deployment's pods.
 func WithDeployment(d sandbox.Deployment) Option { return func(b *Backend) { b.dep = d } }
 
+// WithWorkspaceClaim gives each new sandbox a PersistentVolumeClaim of
+// size (a quantity such as "10Gi") in storageClass ("" for the cluster's
+// default) for its workspace and its agent's state, which makes it able
+// to hibernate and keeps its files when its pod goes; see workspace.go.
+// An empty size leaves the workspace on an emptyDir.
+func WithWorkspaceClaim(storageClass, size string) Option {
+	return func(b *Backend) { b.claimClass, b.claimSpec = storageClass, size }
+}
+
 // WithLogger sets the logger (agent stderr and pod failures go there).
 func WithLogger(l *slog.Logger) Option { return func(b *Backend) { b.log = l } }
 
@@ -198,6 +224,7 @@ func New(opts ...Option) (*Backend, error) {
 		defaults:         DefaultResources,
 		requests:         DefaultRequests,
 		startTimeout:     DefaultStartTimeout,
+		hibernateGrace:   DefaultHibernateGrace,
 		pollEvery:        100 * time.Millisecond,
 		watchedPollEvery: time.Second,
 		reported:         map[string]bool{},
@@ -208,6 +235,13 @@ func New(opts ...Option) (*Backend, error) {
 	b.dep = b.dep.OrDefault()
 	if err := sandbox.ValidateDeployment(b.dep.Name); err != nil {
 		return nil, err
+	}
+	if b.claimSpec != "" {
+		q, err := resource.ParseQuantity(b.claimSpec)
+		if err != nil || q.Sign() <= 0 {
+			return nil, errdefs.InvalidArgument("the workspace claim size %q is not a positive quantity; use one such as \"10Gi\"", b.claimSpec)
+		}
+		b.claimSize = q
 	}
 	if b.cs == nil {
 		cfg, ns, err := LoadConfig(b.kubeconfig, b.kubeCtx)
@@ -282,6 +316,9 @@ func tuned(cfg *rest.Config) *rest.Config {
 	cfg.UserAgent = "sandboxd"
 	return cfg
 }
+
+// claimsOn says whether new sandboxes get a workspace claim.
+func (b *Backend) claimsOn() bool { return b.claimSpec != "" }
 
 // Name is "kubernetes".
 func (b *Backend) Name() string { return "kubernetes" }

@@ -63,6 +63,15 @@ func (b *Backend) Claim(ctx context.Context, warm sandbox.Info, owner sandbox.Ow
 		}
 		return sandbox.Info{}, apiErr("record the claim of pod "+name, err)
 	}
+	if c := claimOf(got); c != "" {
+		// The workspace claim must say the same, or a pod made again on
+		// it after a hibernation would be a pool sandbox again, free for
+		// anyone to claim. Without it the sandbox must not be handed out:
+		// the caller removes it.
+		if _, err := b.cs.CoreV1().PersistentVolumeClaims(b.namespace).Patch(ctx, c, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+			return sandbox.Info{}, apiErr("record the claim of pool sandbox "+warm.ID+" on its workspace claim "+c, err)
+		}
+	}
 	return infoOf(got), nil
 }
 

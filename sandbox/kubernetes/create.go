@@ -38,8 +38,22 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 	}
 
 	id := newID()
-	created, err := b.cs.CoreV1().Pods(b.namespace).Create(ctx, b.podFor(id, img, spec), metav1.CreateOptions{})
+	pod := b.podFor(id, img, spec)
+	var claim *corev1.PersistentVolumeClaim
+	if b.claimsOn() {
+		useClaim(pod)
+		want, err := b.claimFor(pod)
+		if err != nil {
+			return sandbox.Info{}, err
+		}
+		if claim, err = b.cs.CoreV1().PersistentVolumeClaims(b.namespace).Create(ctx, want, metav1.CreateOptions{}); err != nil {
+			return sandbox.Info{}, apiErr("create the workspace claim of a sandbox ("+b.claimSpec+" of storage class "+classOrDefault(b.claimClass)+")", err)
+		}
+		ownedBy(pod, claim)
+	}
+	created, err := b.cs.CoreV1().Pods(b.namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
+		b.dropClaim(ctx, claim)
 		return sandbox.Info{}, apiErr("create a sandbox pod from "+img, err)
 	}
 	p, err := b.waitRunning(ctx, created.Name)
@@ -49,9 +63,31 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 		if rmErr := b.deletePod(cleanup, created); rmErr != nil {
 			b.log.Warn("cannot delete a sandbox pod that failed to start", "pod", created.Name, "err", rmErr)
 		}
+		b.dropClaim(cleanup, claim)
 		return sandbox.Info{}, err
 	}
 	return infoOf(p), nil
+}
+
+// dropClaim deletes the claim of a sandbox that could not be made (nil:
+// none), logging a failure.
+func (b *Backend) dropClaim(ctx context.Context, c *corev1.PersistentVolumeClaim) {
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := b.deleteClaim(ctx, c.Name); err != nil {
+		b.log.Warn("cannot delete the workspace claim of a sandbox that failed to start", "claim", c.Name, "err", err)
+	}
+}
+
+// classOrDefault names a storage class for a message.
+func classOrDefault(class string) string {
+	if class == "" {
+		return "the cluster's default"
+	}
+	return class
 }
 
 // failFast are waiting reasons that no amount of waiting fixes.

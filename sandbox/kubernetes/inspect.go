@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -30,23 +29,46 @@ func (b *Backend) listOwn() metav1.ListOptions {
 	return opts
 }
 
-// List returns every pod of the deployment in the namespace that carries
-// sandbox.LabelManaged, except those being deleted (as good as gone).
+// List returns every sandbox of the deployment in the namespace: its pods
+// that carry sandbox.LabelManaged, except those being deleted (as good as
+// gone), and with workspace claims the claims whose pod does not run
+// (hibernated).
 func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	pods, err := b.cs.CoreV1().Pods(b.namespace).List(ctx, b.listOwn())
 	if err != nil {
 		return nil, apiErr("list pods in namespace "+b.namespace, err)
 	}
-	out := make([]sandbox.Info, 0, len(pods.Items))
+	claims, err := b.listClaims(ctx, pods.Items)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sandbox.Info, 0, len(pods.Items)+len(claims))
 	seen := make(map[string]bool, len(pods.Items))
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		seen[string(p.UID)] = true
-		if p.DeletionTimestamp != nil || !b.dep.Owns(p.Labels) {
+		if !b.dep.Owns(p.Labels) {
+			continue
+		}
+		if c := claims[claimOf(p)]; c != nil {
+			// The claim is reported once: here, or below when no pod runs.
+			delete(claims, c.Name)
+			if !awake(p) {
+				if !hibernating(c) {
+					b.reportStopped(p)
+				}
+				out = append(out, hibernatedInfo(c, p))
+				continue
+			}
+		}
+		if p.DeletionTimestamp != nil {
 			continue
 		}
 		b.reportStopped(p)
 		out = append(out, infoOf(p))
+	}
+	for _, c := range claims {
+		out = append(out, hibernatedInfo(c, nil))
 	}
 	b.reportedMu.Lock()
 	for uid := range b.reported {
@@ -55,6 +77,31 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 		}
 	}
 	b.reportedMu.Unlock()
+	return out, nil
+}
+
+// listClaims returns the deployment's workspace claims by name, except
+// those being deleted; it reads them when claims are on, or when a pod
+// has one (made while they were).
+func (b *Backend) listClaims(ctx context.Context, pods []corev1.Pod) (map[string]*corev1.PersistentVolumeClaim, error) {
+	need := b.claimsOn()
+	for i := 0; i < len(pods) && !need; i++ {
+		need = claimOf(&pods[i]) != ""
+	}
+	if !need {
+		return nil, nil
+	}
+	list, err := b.cs.CoreV1().PersistentVolumeClaims(b.namespace).List(ctx, b.listOwn())
+	if err != nil {
+		return nil, apiErr("list the workspace claims in namespace "+b.namespace, err)
+	}
+	out := make(map[string]*corev1.PersistentVolumeClaim, len(list.Items))
+	for i := range list.Items {
+		c := &list.Items[i]
+		if c.DeletionTimestamp == nil && b.ours(c.ObjectMeta) {
+			out[c.Name] = c
+		}
+	}
 	return out, nil
 }
 
@@ -69,74 +116,84 @@ func (b *Backend) Unlabelled(ctx context.Context) (int, error) {
 	return len(pods.Items), nil
 }
 
-// Inspect returns the sandbox id (pod sandboxd-<id>).
+// Inspect returns the sandbox id (pod sandboxd-<deployment>-<id>, and its
+// workspace claim when the pod does not run).
 func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) {
-	p, err := b.pod(ctx, id)
+	o, err := b.find(ctx, id)
 	if err != nil {
 		return sandbox.Info{}, err
 	}
-	b.reportStopped(p)
-	return infoOf(p), nil
+	if o.pod != nil && (o.claim == nil || !hibernating(o.claim)) {
+		b.reportStopped(o.pod)
+	}
+	return o.info(), nil
 }
 
 // pod finds our pod for id; one without our label, of another deployment
-// or being deleted is NotFound. A deployment that adopts unlabelled pods
-// also finds those of a sandboxd from before deployments (sandboxd-<id>).
+// or being deleted is NotFound.
 func (b *Backend) pod(ctx context.Context, id string) (*corev1.Pod, error) {
 	notFound := errdefs.NotFound("sandbox %s does not exist in namespace %s", id, b.namespace)
 	if !validID(id) {
 		return nil, notFound
 	}
-	name := b.PodName(id)
-	p, err := b.cs.CoreV1().Pods(b.namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && b.dep.AdoptUnlabelled {
-		name = NamePrefix + id
-		p, err = b.cs.CoreV1().Pods(b.namespace).Get(ctx, name, metav1.GetOptions{})
-	}
+	p, err := b.getPod(ctx, id)
 	switch {
-	case apierrors.IsNotFound(err):
-		return nil, notFound
 	case err != nil:
-		return nil, apiErr("get pod "+name, err)
-	case p.Labels[sandbox.LabelManaged] != "true" || !b.dep.Owns(p.Labels) || p.DeletionTimestamp != nil:
+		return nil, err
+	case p == nil || p.DeletionTimestamp != nil:
 		return nil, notFound
 	}
 	return p, nil
 }
 
-func infoOf(p *corev1.Pod) sandbox.Info {
-	labels := maps.Clone(p.Labels)
+// infoFrom is what the labels and annotations of a sandbox's pod (or
+// claim) say of it.
+func infoFrom(m metav1.ObjectMeta) sandbox.Info {
+	labels := maps.Clone(m.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	// The raw values live in the annotations; the labels may be hashes.
 	for _, k := range []string{sandbox.LabelTenant, sandbox.LabelConversation, sandbox.LabelCreatedAt, sandbox.LabelEgress, sandbox.LabelEgressChange, sandbox.LabelLifecycle} {
-		if v, ok := p.Annotations[k]; ok {
+		if v, ok := m.Annotations[k]; ok {
 			labels[k] = v
 		}
 	}
 	created, err := time.Parse(time.RFC3339Nano, labels[sandbox.LabelCreatedAt])
 	if err != nil {
-		created = p.CreationTimestamp.Time
-	}
-	var img string
-	for _, c := range p.Spec.Containers {
-		if c.Name == ContainerName {
-			img = c.Image
-		}
+		created = m.CreationTimestamp.Time
 	}
 	return sandbox.Info{
-		ID:           podID(p.Name),
+		ID:           podID(m.Name),
 		Tenant:       labels[sandbox.LabelTenant],
 		Conversation: labels[sandbox.LabelConversation],
 		Deployment:   labels[sandbox.LabelDeployment],
 		Backend:      "kubernetes",
-		Image:        img,
-		State:        mapState(p),
 		CreatedAt:    created.UTC(),
 		Workspace:    Workspace,
 		Labels:       labels,
 	}
+}
+
+func infoOf(p *corev1.Pod) sandbox.Info {
+	info := infoFrom(p.ObjectMeta)
+	info.Image = imageOf(p.Spec)
+	info.State = mapState(p)
+	info.StateSince = sinceOf(p)
+	if c := claimOf(p); c != "" {
+		info.Labels[LabelWorkspaceClaim] = c
+	}
+	return info
+}
+
+// imageOf is the sandbox container's image.
+func imageOf(spec corev1.PodSpec) string {
+	for _, c := range spec.Containers {
+		if c.Name == ContainerName {
+			return c.Image
+		}
+	}
+	return ""
 }
 
 // mapState folds a pod's phase into the API's states: only a Running pod
