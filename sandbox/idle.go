@@ -91,11 +91,12 @@ const (
 	doDelete
 )
 
-// stepFor is the deepest step l calls for after idle in state; a step the
-// backend cannot take is skipped for the next one.
-func (m *Manager) stepFor(l Lifecycle, state string, idle time.Duration) idleStep {
+// stepFor is the deepest step l calls for after idle in info's state; a
+// step the backend cannot take is skipped for the next one.
+func (m *Manager) stepFor(l Lifecycle, info Info, idle time.Duration) idleStep {
 	_, canPause := m.backend.(Freezer)
-	_, canHibernate := m.backend.(Hibernator)
+	canHibernate := m.canHibernate(info)
+	state := info.State
 	switch {
 	case l.DeleteAfter > 0 && idle >= l.DeleteAfter:
 		return doDelete
@@ -137,7 +138,7 @@ func (m *Manager) idleLifecycles(ctx context.Context) {
 			now = m.opts.now()
 		}
 		idle := now.Sub(e.lastUsed)
-		if m.stepFor(l, e.info.State, idle) == stayAwake {
+		if m.stepFor(l, e.info, idle) == stayAwake {
 			continue
 		}
 		c := e.client
@@ -159,7 +160,7 @@ func (m *Manager) idleLifecycles(ctx context.Context) {
 					e.lastUsed = last
 				}
 				m.mu.Unlock()
-				if m.stepFor(c.l, c.info.State, m.opts.now().Sub(last)) == stayAwake {
+				if m.stepFor(c.l, c.info, m.opts.now().Sub(last)) == stayAwake {
 					continue
 				}
 			}
@@ -195,7 +196,7 @@ func (m *Manager) idleStepLocked(ctx context.Context, info Info) {
 	m.mu.Unlock()
 	l := m.lifecycleOf(cur)
 	var err2 error
-	switch step := m.stepFor(l, cur.State, idle); step {
+	switch step := m.stepFor(l, cur, idle); step {
 	case stayAwake:
 		return
 	case doPause:

@@ -50,3 +50,11 @@ type Hibernator interface {
 	Hibernate(ctx context.Context, id string) error
 	Wake(ctx context.Context, id string) error
 }
+
+// HibernationChecker is an optional Hibernator capability: whether one
+// sandbox can hibernate (a Kubernetes sandbox only with a workspace claim).
+// The idle lifecycle skips a hibernation it cannot take, and a refused
+// hibernation leaves the sandbox's pipe open.
+type HibernationChecker interface {
+	Hibernatable(info Info) bool
+}

@@ -53,7 +53,9 @@ func (m *Manager) Hibernate(ctx context.Context, tenant, id string) (Info, error
 		default:
 			return Info{}, errdefs.FailedPrecondition("sandbox %s is %s, so there is nothing to hibernate; resume it first", id, info.State)
 		}
-		m.Detach(id, "hibernating")
+		if m.canHibernate(info) {
+			m.Detach(id, "hibernating") // else the backend refuses, in a sentence, and the pipe stays
+		}
 		if err := h.Hibernate(ctx, id); err != nil {
 			return Info{}, m.backendErr("hibernate sandbox "+id, err)
 		}
@@ -246,4 +248,15 @@ func (m *Manager) withSince(info Info) Info {
 		info.StateSince = e.since
 	}
 	return info
+}
+
+// canHibernate reports whether the backend can hibernate info's sandbox.
+func (m *Manager) canHibernate(info Info) bool {
+	if _, ok := m.backend.(Hibernator); !ok {
+		return false
+	}
+	if c, ok := m.backend.(HibernationChecker); ok {
+		return c.Hibernatable(info)
+	}
+	return true
 }

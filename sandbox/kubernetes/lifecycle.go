@@ -29,6 +29,8 @@ const (
 	signalCutWait = 2 * time.Second
 )
 
+var _ sandbox.HibernationChecker = (*Backend)(nil)
+
 // Hibernatable says whether sandbox info can hibernate: only one with a
 // workspace claim keeps its files without its pod.
 func (b *Backend) Hibernatable(info sandbox.Info) bool {
