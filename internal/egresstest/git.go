@@ -1,10 +1,12 @@
 package egresstest
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"os"
@@ -94,17 +96,29 @@ func NewGit(t testing.TB, ca *CA, name, user, password string, opts ...Option) *
 			http.Error(w, "egresstest: this Git server needs basic auth with its user and password", http.StatusUnauthorized)
 			return
 		}
-		if len(r.TransferEncoding) > 0 {
-			// net/http/cgi refuses chunked bodies (git sends large pushes
-			// so); without a length, git http-backend reads to the end.
+		if len(r.TransferEncoding) > 0 || r.ContentLength < 0 {
+			// A body without a length (git sends large pushes chunked over
+			// HTTP/1.1, and with no length over HTTP/2): net/http/cgi
+			// refuses chunked bodies, and a receive-pack that answers while
+			// the client still sends can stall an HTTP/2 upload. The body is
+			// read whole first (capped), then given with its length.
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxPushBytes+1))
+			if err != nil || len(body) > maxPushBytes {
+				http.Error(w, fmt.Sprintf("egresstest: the push body could not be read whole (at most %d bytes): %v", maxPushBytes, err), http.StatusRequestEntityTooLarge)
+				return
+			}
 			r = r.Clone(r.Context())
 			r.TransferEncoding = nil
-			r.ContentLength = -1
+			r.ContentLength = int64(len(body))
+			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		cgiHandler.ServeHTTP(w, r)
 	}))
 	return g
 }
+
+// maxPushBytes caps a push body read whole.
+const maxPushBytes = 256 << 20
 
 // User is the user name the server wants.
 func (g *Git) User() string { return g.user }
