@@ -24,6 +24,7 @@ const maxBlob = 4 << 30
 // It remembers every download, how far it got and whether it finished.
 type Blob struct {
 	*Server
+	name string // set before the server starts: its handler reads it
 
 	mu        sync.Mutex // guards downloads
 	downloads []*Download
@@ -43,7 +44,7 @@ type Download struct {
 // closed at t's cleanup.
 func NewBlob(t testing.TB, ca *CA, name string, opts ...Option) *Blob {
 	t.Helper()
-	b := &Blob{}
+	b := &Blob{name: name}
 	b.Server = start(t, ca, name, http.HandlerFunc(b.serve), opts)
 	return b
 }
@@ -72,7 +73,7 @@ var blobChunk = func() []byte {
 func (b *Blob) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/hello" {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "hello from %s\n", b.Name())
+		fmt.Fprintf(w, "hello from %s\n", b.name)
 		return
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/bytes/")

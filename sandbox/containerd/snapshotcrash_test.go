@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/containerd/containerd/snapshots"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/sandbox"
 )
@@ -63,10 +65,14 @@ func TestSnapshotCrashChild(t *testing.T) {
 func runKilled(t *testing.T, b *Backend, dataDir, verb, arg string, delay time.Duration) bool {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSnapshotCrashChild$", "-test.v")
+	tmp := t.TempDir()
+	// A child killed mid-snapshot leaves its read-only temporary mount of
+	// the image's layers: undone before the directory is removed.
+	t.Cleanup(func() { unmountUnder(t, tmp) })
 	cmd.Env = append(os.Environ(), childVerbEnv+"="+verb, childArgEnv+"="+arg, childDepEnv+"="+b.dep.Name,
 		childDirEnv+"="+dataDir, "SANDBOXD_AGENT_BIN="+agentBin,
 		// A killed child cleans nothing up: its temporary files go with the test's.
-		"TMPDIR="+t.TempDir())
+		"TMPDIR="+tmp)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -280,5 +286,26 @@ func isWhole(t *testing.T, b *Backend, snapID string) {
 	parts := append([]ocispec.Descriptor{m.Config, {Digest: digest.Digest(im.Labels[labelWorkspaceTar])}}, m.Layers...)
 	if err := b.checkParts(b.nsCtx(ctx(t)), im.Name, im.Target, parts...); err != nil {
 		t.Fatalf("snapshot %s is listed but not whole: %v", snapID, err)
+	}
+}
+
+// unmountUnder detaches every mount below dir, deepest first.
+func unmountUnder(t *testing.T, dir string) {
+	raw, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			points = append(points, f[4])
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(points)))
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+			t.Logf("cannot unmount %s left by a killed child: %v", p, err)
+		}
 	}
 }
