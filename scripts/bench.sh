@@ -65,13 +65,23 @@ if [ "$smoke" = 1 ]; then
 	export SANDBOXD_BENCH_SMOKE=1
 fi
 
+# cluster_up: the test cluster's env file exists and its API server answers (a
+# file left by a cluster since taken down is not a cluster).
+cluster_up() {
+	[ -f "$k8s_env" ] || return 1
+	local kc
+	kc=$(. "$k8s_env" && echo "${KUBECONFIG:-}")
+	[ -n "$kc" ] && command -v kubectl >/dev/null 2>&1 || return 0
+	timeout 10 kubectl --kubeconfig "$kc" get --raw /readyz >/dev/null 2>&1
+}
+
 # has_setting NEEDS: whether this machine has what a family needs beyond Docker.
 has_setting() {
 	case $1 in
 	docker) return 0 ;;
 	containerd) [ -S "${SANDBOXD_CONTAINERD_ADDRESS:-/run/containerd/containerd.sock}" ] ;;
-	cluster) [ -f "$k8s_env" ] ;;
-	replicas) [ -f "$k8s_env" ] && [ -n "${SANDBOXD_TEST_REPLICAS:-}" ] ;;
+	cluster) cluster_up ;;
+	replicas) cluster_up && [ -n "${SANDBOXD_TEST_REPLICAS:-}" ] ;;
 	*) return 1 ;;
 	esac
 }
