@@ -24,6 +24,8 @@ var version = "dev"
 const usage = `usage: sandbox-agent <command> [--socket PATH] [--state-dir DIR] [--single-link-files]
 
 commands:
+  archive   write DIR as a tar stream to stdout; --freeze stops the
+            sandbox's other processes meanwhile (a consistent copy)
   attach    bridge stdin/stdout to the agent daemon, starting it if none runs
   daemon    run the agent daemon in the foreground
   dap-bridge  run a debug adapter that listens on a unix socket as if it
@@ -33,6 +35,8 @@ commands:
             init to report, stops them and exits with status 75
   contain   (run by the daemon) supervise one exec call: everything it
             starts is killed at its timeout
+  extract   read a tar stream from stdin into DIR
+  hold      wait for SIGTERM (a pod only there to be exec'd into)
   install   copy this binary to DEST; --links-down also takes every network
             interface but loopback down (needs NET_ADMIN)
   jail      run a program confined on the host: its own uid and namespaces,
@@ -40,6 +44,7 @@ commands:
             --uid N --gid N --scratch DIR [--ro PATH]... -- PROGRAM ARGS...)
   relay     let a worker reach sandboxd: pair loopback connections with
             connections sandboxd opens to SOCKET
+  restore   copy the tree SRC into DST with modes, owners and times
   version   print the version and protocol version
 `
 
@@ -51,6 +56,8 @@ func main() {
 	args := os.Args[2:]
 	var code int
 	switch os.Args[1] {
+	case "archive":
+		code = runArchive(args)
 	case "attach":
 		code = runAttach(args)
 	case "daemon":
@@ -61,12 +68,18 @@ func main() {
 		code = daemon.RunContain(args)
 	case "dap-bridge":
 		code = runDAPBridge(args)
+	case "extract":
+		code = runExtract(args)
+	case "hold":
+		code = runHold(args)
 	case "install":
 		code = runInstall(args)
 	case "jail":
 		code = runJail(args)
 	case "relay":
 		code = runRelay(args)
+	case "restore":
+		code = runRestore(args)
 	case "version", "--version", "-v":
 		fmt.Printf("sandbox-agent %s (protocol %d)\n", version, proto.Version)
 	case "help", "--help", "-h":

@@ -37,6 +37,15 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 		}
 	}
 
+	var snapClaim string
+	if spec.Snapshot != "" {
+		c, err := b.snapshotClaim(ctx, spec.Snapshot)
+		if err != nil {
+			return sandbox.Info{}, err
+		}
+		snapClaim = c.Name
+	}
+
 	id := newID()
 	pod := b.podFor(id, img, spec)
 	var claim *corev1.PersistentVolumeClaim
@@ -50,6 +59,11 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 			return sandbox.Info{}, apiErr("create the workspace claim of a sandbox ("+b.claimSpec+" of storage class "+classOrDefault(b.claimClass)+")", err)
 		}
 		ownedBy(pod, claim)
+	}
+	// After the claim has recorded the pod's spec: a pod made again on
+	// the claim (a wake) keeps its files and copies nothing.
+	if snapClaim != "" {
+		restoreFrom(pod, snapClaim)
 	}
 	created, err := b.cs.CoreV1().Pods(b.namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
