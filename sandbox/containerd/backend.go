@@ -176,6 +176,7 @@ func New(opts ...Option) (*Backend, error) {
 		}
 		b.cli, b.ownsCli = cli, true
 	}
+	b.sweepMounts()
 	return b, nil
 }
 

@@ -50,7 +50,7 @@ func (b *Backend) overlayDiff(lctx context.Context, lower, upper []mount.Mount, 
 	}
 	var desc ocispec.Descriptor
 	mounted := false
-	err := mount.WithReadonlyTempMount(lctx, lower, func(lowerRoot string) error {
+	err := b.withReadonlyMount(lower, func(lowerRoot string) error {
 		mounted = true
 		var err error
 		desc, err = b.writeOverlayDiff(lctx, lowerRoot, upperDir, ref)

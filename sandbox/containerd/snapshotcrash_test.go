@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/containerd/containerd/snapshots"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"golang.org/x/sys/unix"
 
 	"github.com/sandboxd/sandboxd/sandbox"
 )
@@ -66,9 +64,6 @@ func runKilled(t *testing.T, b *Backend, dataDir, verb, arg string, delay time.D
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSnapshotCrashChild$", "-test.v")
 	tmp := t.TempDir()
-	// A child killed mid-snapshot leaves its read-only temporary mount of
-	// the image's layers: undone before the directory is removed.
-	t.Cleanup(func() { unmountUnder(t, tmp) })
 	cmd.Env = append(os.Environ(), childVerbEnv+"="+verb, childArgEnv+"="+arg, childDepEnv+"="+b.dep.Name,
 		childDirEnv+"="+dataDir, "SANDBOXD_AGENT_BIN="+agentBin,
 		// A killed child cleans nothing up: its temporary files go with the test's.
@@ -156,6 +151,14 @@ func TestSnapshotCrash(t *testing.T) {
 		finished := runKilled(t, b, dataDir, "snapshot", src.ID, delay)
 		// A new sandboxd: it started after the one that died.
 		nb := newTestBackend(t, WithDeployment(b.dep), WithDataDir(dataDir))
+		// The child's temporary mount of the image's layers, if it was
+		// killed with one, is gone with the new backend.
+		if left := mountsUnder(nb.mountsDir()); len(left) > 0 {
+			t.Fatalf("%s into a snapshot: a new backend left the dead one's mounts %v", delay, left)
+		}
+		if ents, _ := os.ReadDir(nb.mountsDir()); len(ents) > 0 {
+			t.Fatalf("%s into a snapshot: %d directories of dead mounts are left in %s", delay, len(ents), nb.mountsDir())
+		}
 		nm := sandbox.NewManager(nb)
 		if err := nm.Start(ctx(t)); err != nil {
 			t.Fatal(err)
@@ -289,11 +292,11 @@ func isWhole(t *testing.T, b *Backend, snapID string) {
 	}
 }
 
-// unmountUnder detaches every mount below dir, deepest first.
-func unmountUnder(t *testing.T, dir string) {
+// mountsUnder lists the mount points below dir.
+func mountsUnder(dir string) []string {
 	raw, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return
+		return nil
 	}
 	var points []string
 	for _, line := range strings.Split(string(raw), "\n") {
@@ -302,10 +305,5 @@ func unmountUnder(t *testing.T, dir string) {
 			points = append(points, f[4])
 		}
 	}
-	sort.Sort(sort.Reverse(sort.StringSlice(points)))
-	for _, p := range points {
-		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
-			t.Logf("cannot unmount %s left by a killed child: %v", p, err)
-		}
-	}
+	return points
 }
