@@ -49,6 +49,7 @@ families=(
 	"lifecycle  docker     cmd ./cmd/lifecyclebench"
 	"pools-kubernetes cluster cmd ./cmd/poolbench -backend=kubernetes"
 	"kubernetes cluster    cmd ./cmd/kubebench"
+	"lifecycle-kubernetes cluster cmd ./cmd/kubelifecyclebench"
 	"replicas   replicas   cmd ./cmd/replicabench"
 )
 
