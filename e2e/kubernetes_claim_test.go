@@ -40,7 +40,8 @@ func kubeClient(t *testing.T, kubeconfig string) kubernetes.Interface {
 // files keeps its digest through a hibernation (the pod deleted, the claim
 // kept, sandboxd restarted meanwhile) and the resume, through `kubectl
 // delete pod` and an eviction behind sandboxd's back (the next call makes
-// the pod again and answers), and deleting the sandbox deletes its claim.
+// the pod again and answers), a fork into two copies carries the tree,
+// and deleting the sandbox deletes its claim.
 func TestKubernetesWorkspaceClaim(t *testing.T) {
 	claim := fmt.Sprintf("  workspace_claim: {storage_class: %q, size: 1Gi}\n", os.Getenv("SANDBOXD_TEST_K8S_STORAGE_CLASS"))
 	cfg, kubeconfig := kubernetesConfig(t, claim)
@@ -111,6 +112,31 @@ func TestKubernetesWorkspaceClaim(t *testing.T) {
 	}
 	if got := mustCall(t, d, run.ID, "process", map[string]any{"action": "list"}); !regexp.MustCompile(ticker[1] + `\s+stopped by hibernation`).MatchString(got) {
 		t.Fatalf("after the resume the ticker is listed as %q; want stopped by hibernation", got)
+	}
+
+	// A fork: the snapshot holds the workspace (no image is committed from
+	// a pod) and each copy has the whole tree.
+	fork, err := d.Client.ForkSandbox(ctx(t), sb.ID, []string{conv + "-a", conv + "-b"})
+	if err != nil || len(fork.Sandboxes) != 2 || len(fork.Failed) > 0 {
+		t.Fatalf("fork = %+v, %v", fork, err)
+	}
+	if fork.Snapshot.Holds != sandbox.HoldsWorkspace {
+		t.Fatalf("the fork's snapshot holds %q; want %q", fork.Snapshot.Holds, sandbox.HoldsWorkspace)
+	}
+	for _, cp := range fork.Sandboxes {
+		r, err := d.Client.CreateRun(ctx(t), api.CreateRunRequest{Conversation: cp.Conversation})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := treeDigest(t, d, r.ID); got != want {
+			t.Fatalf("copy %s: the tree's digest is %s, the source's %s", cp.Conversation, got, want)
+		}
+		if err := d.Client.DeleteSandbox(ctx(t), cp.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Client.DeleteSnapshot(ctx(t), fork.Snapshot.ID); err != nil {
+		t.Fatal(err)
 	}
 
 	// `kubectl delete pod` behind sandboxd's back: the next call makes the
