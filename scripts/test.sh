@@ -103,8 +103,8 @@ else
 		section "kubernetes: backend suite, leases, run records, chart install, replicas and e2e on the cluster (go test -race)"
 		SANDBOXD_TEST_KUBERNETES=1 "$GO" test -race -count=1 -timeout "$TEST_TIMEOUT" -v \
 			-run 'Cluster|Kubernetes|Chart|Deploy' ./sandbox/kubernetes/ ./cluster/... ./cmd/sandboxd-cluster/ ./e2e/ 2>&1 | tee "$ARTIFACTS/test-kubernetes.log"
-		section "kubernetes: benchmarks, smoke (BENCH='kubernetes pools-kubernetes replicas' BENCH_SMOKE=1 scripts/bench.sh)"
-		GO=$GO BENCH='kubernetes pools-kubernetes replicas' BENCH_SMOKE=1 BENCH_GOFLAGS=-race scripts/bench.sh 2>&1 | tee "$ARTIFACTS/bench-smoke-kubernetes.log"
+		section "kubernetes: benchmarks, smoke (BENCH='kubernetes pools-kubernetes lifecycle-kubernetes replicas' BENCH_SMOKE=1 scripts/bench.sh)"
+		GO=$GO BENCH='kubernetes pools-kubernetes lifecycle-kubernetes replicas' BENCH_SMOKE=1 BENCH_GOFLAGS=-race scripts/bench.sh 2>&1 | tee "$ARTIFACTS/bench-smoke-kubernetes.log"
 	fi
 fi
 
