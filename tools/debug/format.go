@@ -59,8 +59,13 @@ func (c *call) describeStop(ctx context.Context, s *session, stop *godap.Stopped
 	if stop.ThreadId != 0 {
 		fmt.Fprintf(&b, ", thread %d", stop.ThreadId)
 	}
+	// A panic or an exception is raised deep in the runtime or a library,
+	// and a pause may catch a thread in the runtime (a Go program in its
+	// signal trampoline); the line that matters is the first in the
+	// user's code.
+	toUser := isFault(stop) || stop.Reason == "pause"
 	levels := 1
-	if isFault(stop) {
+	if toUser {
 		levels = maxFrames
 	}
 	frames, _, err := c.frames(ctx, s, stop.ThreadId, levels)
@@ -70,10 +75,8 @@ func (c *call) describeStop(ctx context.Context, s *session, stop *godap.Stopped
 	}
 	b.WriteString("\n")
 	src := newSourceCache(c, s)
-	// A panic or an exception is raised deep in the runtime or a library;
-	// the line that matters is the first in the user's code.
 	top := 0
-	if isFault(stop) {
+	if toUser {
 		for i, f := range frames {
 			if inProject(f, c.workspace()) {
 				top = i
@@ -90,7 +93,11 @@ func (c *call) describeStop(ctx context.Context, s *session, stop *godap.Stopped
 				names[i] += " (" + where + ")"
 			}
 		}
-		fmt.Fprintf(&b, "\n(raised below, outside the workspace: %s; stack shows those frames)", capText(strings.Join(names, " <- "), maxSourceLen))
+		verb := "raised"
+		if !isFault(stop) {
+			verb = "stopped"
+		}
+		fmt.Fprintf(&b, "\n(%s below, outside the workspace: %s; stack shows those frames)", verb, capText(strings.Join(names, " <- "), maxSourceLen))
 	}
 	b.WriteString("\nUse frame_id with scopes or evaluate; stack shows the callers.")
 	return b.String()
