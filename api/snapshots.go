@@ -81,20 +81,33 @@ func (s *Server) snapshots() (Snapshotter, error) {
 	return sn, nil
 }
 
-func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request, tenant string) error {
-	var req CreateSnapshotRequest
-	if err := decodeJSON(w, r, s.maxBody, &req); err != nil {
-		return err
+// snapshotTarget is what a snapshot or a fork of the sandbox in the path
+// starts from: it decodes the body into req, then checks that this sandboxd
+// takes snapshots and that the tenant owns the sandbox, in that order (a
+// bad body is reported first), and returns the snapshotter and the
+// sandbox's id.
+func (s *Server) snapshotTarget(w http.ResponseWriter, r *http.Request, tenant string, req any) (Snapshotter, string, error) {
+	if err := decodeJSON(w, r, s.maxBody, req); err != nil {
+		return nil, "", err
 	}
 	sn, err := s.snapshots()
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	info, err := s.ownSandbox(r, tenant)
 	if err != nil {
+		return nil, "", err
+	}
+	return sn, info.ID, nil
+}
+
+func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req CreateSnapshotRequest
+	sn, id, err := s.snapshotTarget(w, r, tenant, &req)
+	if err != nil {
 		return err
 	}
-	snap, err := sn.Snapshot(r.Context(), tenant, info.ID, req.Name)
+	snap, err := sn.Snapshot(r.Context(), tenant, id, req.Name)
 	if err != nil {
 		return err
 	}
@@ -146,18 +159,11 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request, tenant s
 
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req ForkRequest
-	if err := decodeJSON(w, r, s.maxBody, &req); err != nil {
-		return err
-	}
-	sn, err := s.snapshots()
+	sn, id, err := s.snapshotTarget(w, r, tenant, &req)
 	if err != nil {
 		return err
 	}
-	info, err := s.ownSandbox(r, tenant)
-	if err != nil {
-		return err
-	}
-	snap, made, failed, err := sn.Fork(r.Context(), tenant, info.ID, req.Conversations)
+	snap, made, failed, err := sn.Fork(r.Context(), tenant, id, req.Conversations)
 	if err != nil {
 		return err
 	}

@@ -97,7 +97,9 @@ func (m *Manager) Annotate(ctx context.Context, tenant, id, key, value string) e
 			labels = map[string]string{}
 		}
 		labels[key] = value
-		e.info.Labels = labels
+		info := e.info
+		info.Labels = labels
+		e.setInfo(info)
 	}
 	m.mu.Unlock()
 	return nil

@@ -67,10 +67,10 @@ func (m *Manager) Touch(id string) {
 	m.mu.Unlock()
 }
 
-// lifecycleOf is the effective lifecycle of info: its own label, else the
-// policy's default for it.
-func (m *Manager) lifecycleOf(info Info) Lifecycle {
-	l, err := LifecycleOf(info)
+// lifecycleOf is the effective lifecycle of info: l, its own label as its
+// entry parsed it (err where the label did not parse), else the policy's
+// default for it.
+func (m *Manager) lifecycleOf(info Info, l Lifecycle, err error) Lifecycle {
 	if err != nil {
 		m.log.Warn("ignoring a sandbox's lifecycle", "id", info.ID, "err", err)
 		return Lifecycle{}
@@ -130,7 +130,7 @@ func (m *Manager) idleLifecycles(ctx context.Context) {
 		if e.removing || e.info.Conversation == "" {
 			continue
 		}
-		l := m.lifecycleOf(e.info)
+		l := m.lifecycleOf(e.info, e.lifecycle, e.lifecycleErr)
 		if l.IsZero() {
 			continue
 		}
@@ -192,9 +192,9 @@ func (m *Manager) idleStepLocked(ctx context.Context, info Info) {
 		m.mu.Unlock()
 		return
 	}
-	cur, idle := e.info, m.opts.now().Sub(e.lastUsed)
+	cur, idle, own, ownErr := e.info, m.opts.now().Sub(e.lastUsed), e.lifecycle, e.lifecycleErr
 	m.mu.Unlock()
-	l := m.lifecycleOf(cur)
+	l := m.lifecycleOf(cur, own, ownErr)
 	var err2 error
 	switch step := m.stepFor(l, cur, idle); step {
 	case stayAwake:

@@ -82,6 +82,31 @@ type entry struct {
 	dial     *dialing // non-nil while a pipe is being opened
 	opened   bool     // a pipe was opened before, so the next one is a reconnect
 	removing bool
+	// lifecycle is info's own lifecycle label, parsed by setInfo from the
+	// text in lifecycleRaw (lifecycleErr says why it did not parse), so the
+	// reaper's pass every 500 ms reads it without parsing JSON. Like every
+	// entry field it is guarded by Manager.mu, and setInfo keeps the three
+	// in step with info.
+	lifecycleRaw string
+	lifecycle    Lifecycle
+	lifecycleErr error
+}
+
+// setInfo replaces e's info and parses its lifecycle label when the
+// label's text is not the one parsed before (a refresh brings the same
+// label again). The caller holds Manager.mu.
+func (e *entry) setInfo(info Info) {
+	e.info = info
+	raw, ok := info.Labels[LabelLifecycle]
+	if !ok {
+		e.lifecycleRaw, e.lifecycle, e.lifecycleErr = "", Lifecycle{}, nil
+		return
+	}
+	if raw != "" && raw == e.lifecycleRaw {
+		return
+	}
+	e.lifecycleRaw = raw
+	e.lifecycle, e.lifecycleErr = LifecycleOf(info)
 }
 
 // dialing is one pipe being opened; waiters read err after done is closed.
@@ -443,12 +468,13 @@ func better(a, b Info) bool {
 // insertLocked adds or updates info in the cache and returns its entry.
 func (m *Manager) insertLocked(info Info) *entry {
 	if e := m.byID[info.ID]; e != nil {
-		e.info = info
+		e.setInfo(info)
 		return e
 	}
 	m.gen++
 	delete(m.tombstones, info.ID)
-	e := &entry{info: info, gen: m.gen, lastUsed: m.opts.now()}
+	e := &entry{gen: m.gen, lastUsed: m.opts.now()}
+	e.setInfo(info)
 	m.byID[info.ID] = e
 	return e
 }

@@ -142,7 +142,7 @@ func (m *Manager) dialer(e *entry, d *dialing) {
 	case d.detached:
 		// Closed below; the waiters look again and open a new pipe.
 	default:
-		e.info = info
+		e.setInfo(info)
 		e.client = c
 		c = nil
 		if e.opened {
@@ -252,7 +252,7 @@ func (m *Manager) inspectOwn(ctx context.Context, id, conv string) (Info, error)
 	}
 	m.mu.Lock()
 	if e := m.byID[id]; e != nil && !e.removing {
-		e.info = info
+		e.setInfo(info)
 	}
 	m.mu.Unlock()
 	return info, nil

@@ -45,7 +45,7 @@ func (m *Manager) refresh(ctx context.Context, notBefore time.Time) error {
 			continue // removed while we listed
 		}
 		if e := m.byID[info.ID]; e != nil {
-			e.info = info
+			e.setInfo(info)
 			continue
 		}
 		m.insertLocked(info)

@@ -161,7 +161,7 @@ func (m *Manager) settle(ctx context.Context, id, conv, want string) (Info, erro
 				info.StateSince = now
 			}
 			if e := m.byID[id]; e != nil && !e.removing {
-				e.info = info
+				e.setInfo(info)
 				e.since, e.sinceState = info.StateSince, want
 				if want == StateRunning {
 					e.checked = time.Now()

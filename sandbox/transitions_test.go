@@ -142,3 +142,29 @@ func TestLifecycleLabelRoundTrip(t *testing.T) {
 		t.Fatal("a broken label parses")
 	}
 }
+
+// A lifecycle label the engine reports anew (an annotation changed on
+// Kubernetes, say) is the one followed after the next refresh, not the one
+// the sandbox was created with.
+func TestIdleLifecycleFollowsANewLabel(t *testing.T) {
+	f := sleepyFake{newFake(t)}
+	m := startManager(t, f)
+	ctx := testCtx(t)
+	info, err := m.Create(ctx, Spec{Tenant: "acme", Conversation: "c1", Lifecycle: Lifecycle{DeleteAfter: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	b := f.boxes[info.ID]
+	b.Labels = maps.Clone(b.Labels)
+	maps.Copy(b.Labels, LifecycleLabels(Spec{Lifecycle: Lifecycle{PauseAfter: time.Second}}))
+	f.boxes[info.ID] = b
+	f.mu.Unlock()
+	if err := m.refresh(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the relabelled sandbox paused", func() bool {
+		i, err := m.Get(ctx, "acme", info.ID)
+		return err == nil && i.State == StatePaused
+	})
+}

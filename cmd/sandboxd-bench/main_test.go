@@ -122,28 +122,6 @@ func TestForEachBoundsAndStopsOnError(t *testing.T) {
 	}
 }
 
-func TestServingLine(t *testing.T) {
-	m := servingLine.FindStringSubmatch("sandboxd v0.1.0-3-gabc serving on http://127.0.0.1:41234 (backend docker)")
-	if m == nil || m[1] != "v0.1.0-3-gabc" || m[2] != "http://127.0.0.1:41234" {
-		t.Errorf("match = %q", m)
-	}
-	if servingLine.MatchString("admin token: /tmp/x/token") {
-		t.Error("the token line matched")
-	}
-}
-
-func TestTailBufferKeepsTheEnd(t *testing.T) {
-	tb := &tailBuffer{max: 8}
-	_, _ = tb.Write([]byte("0123456789"))
-	_, _ = tb.Write([]byte("ab"))
-	if got := tb.String(); got != "456789ab" {
-		t.Errorf("tail = %q", got)
-	}
-	if got := (&tailBuffer{max: 8}).String(); !strings.Contains(got, "no output") {
-		t.Errorf("empty tail = %q", got)
-	}
-}
-
 func TestRead4KChecksAreComputed(t *testing.T) {
 	fast := bench.Summary{N: 10, P50: 500 * time.Microsecond}
 	slow := bench.Summary{N: 10, P50: 30 * time.Millisecond}
@@ -159,7 +137,7 @@ func TestRead4KChecksAreComputed(t *testing.T) {
 
 func TestRenderRead4KAndWriteSection(t *testing.T) {
 	e := &env{opts: options{image: "img:1"}, machine: bench.Machine{Cores: 2, Kernel: "6.1", Docker: "28.0"}}
-	sd := &sandboxd{daemon: &daemon{Version: "dev"}}
+	sd := &sandboxd{Daemon: &bench.Daemon{Version: "dev"}}
 	r := read4KResult{
 		http:   []time.Duration{time.Millisecond, 2 * time.Millisecond, 900 * time.Microsecond},
 		exec:   []time.Duration{40 * time.Millisecond, 45 * time.Millisecond},

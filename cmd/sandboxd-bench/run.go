@@ -41,7 +41,7 @@ func (e *env) conversation(kind string, i int) string {
 
 // sandboxd is one benchmark's daemon and a client of it.
 type sandboxd struct {
-	*daemon
+	*bench.Daemon
 	api *client.Client
 }
 
@@ -127,16 +127,21 @@ func run(ctx context.Context, args []string, stderr io.Writer) (err error) {
 // leftovers do not weigh on the next, and memory starts from a clean
 // daemon) and stops it afterwards.
 func runOne(ctx context.Context, e *env, name string) (section string, err error) {
-	d, err := startDaemon(ctx, e.opts.sandboxdBin, e.opts.agentBin)
+	d, err := bench.StartDaemon(ctx, bench.DaemonOptions{
+		Binary:        e.opts.sandboxdBin,
+		Agent:         e.opts.agentBin,
+		DataDirPrefix: "sandboxd-bench-",
+		BinaryHint:    "build it with `make build` or leave --sandboxd unset",
+	})
 	if err != nil {
 		return "", err
 	}
-	defer func() { err = errors.Join(err, d.stop()) }()
+	defer func() { err = errors.Join(err, d.Stop()) }()
 	api, err := client.New(d.URL, d.Token)
 	if err != nil {
 		return "", err
 	}
-	sd := &sandboxd{daemon: d, api: api}
+	sd := &sandboxd{Daemon: d, api: api}
 	progress(e.log, "%s: sandboxd %s (pid %d) serving on %s", name, d.Version, d.Pid(), d.URL)
 	switch name {
 	case benchCreate:
