@@ -285,9 +285,9 @@ type cellRun struct {
 	ename, evalue string
 	count         int // the kernel's execution_count of the cell (0 when it did not respond)
 	out           cellSink
-	elapsed time.Duration
-	budget  time.Duration
-	started time.Time // when the cell was sent
+	elapsed       time.Duration
+	budget        time.Duration
+	started       time.Time // when the cell was sent
 }
 
 // execute runs one cell: req is its execute message (code, env, bundle);
