@@ -101,7 +101,7 @@ var (
 		"application/javascript": "javascript",
 	}
 	jsonFields = map[string]string{
-		"application/json":                   "json",
+		"application/json":                    "json",
 		"application/vnd.sandboxd.data+json":  "data",
 		"application/vnd.sandboxd.chart+json": "chart",
 	}
