@@ -198,7 +198,7 @@ func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request, sb *box, 
 	}
 	// A default context stays listed: its next cell starts a clean kernel.
 	delete(b.ctxs, id)
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, nil)
 }
 
 func (s *Server) restartContext(w http.ResponseWriter, r *http.Request, sb *box, id string) {
@@ -213,7 +213,7 @@ func (s *Server) restartContext(w http.ResponseWriter, r *http.Request, sb *box,
 		s.fail(w, fmt.Errorf("context %s could not be restarted: %w", id, err))
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, nil)
 }
 
 // newID is a context id: 32 hex digits.

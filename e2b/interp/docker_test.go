@@ -290,12 +290,12 @@ func TestCodeInterpreter(t *testing.T) {
 		if b := g.call(http.MethodPost, "/contexts", map[string]any{}, http.StatusTooManyRequests); !strings.Contains(string(b), "the most allowed") {
 			t.Fatalf("over the cap: %s", b)
 		}
-		g.call(http.MethodPost, "/contexts/"+c.ID+"/restart", nil, http.StatusNoContent)
+		g.call(http.MethodPost, "/contexts/"+c.ID+"/restart", nil, http.StatusOK)
 		if e := g.errorOf(map[string]any{"code": "secret", "context_id": c.ID}); e["name"] != "NameError" {
 			t.Fatalf("the variable survived the restart: %v", e)
 		}
-		g.call(http.MethodDelete, "/contexts/"+c.ID, nil, http.StatusNoContent)
-		g.call(http.MethodDelete, "/contexts/"+c2.ID, nil, http.StatusNoContent)
+		g.call(http.MethodDelete, "/contexts/"+c.ID, nil, http.StatusOK)
+		g.call(http.MethodDelete, "/contexts/"+c2.ID, nil, http.StatusOK)
 		list = nil
 		_ = json.Unmarshal(g.call(http.MethodGet, "/contexts", nil, http.StatusOK), &list)
 		if len(list) != 2 {

@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -60,7 +61,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, sb *box) {
 		}
 	}
 
-	out := newLineWriter(w, s.cfg.writeTimeout)
+	// A write that fails means the caller is gone even where the server
+	// has not noticed yet: it ends the cell as the caller's going does.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	out := newLineWriter(w, s.cfg.writeTimeout, cancel)
 	stop := out.keepalive(s.cfg.keepalive)
 	defer stop()
 	emit := func(o eval.CellOutput) {
@@ -71,8 +76,8 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, sb *box) {
 			out.line(result(o.Data, o.Main))
 		}
 	}
-	end, err := s.kernels.RunCell(r.Context(), sb.target(c), c.lang, *req.Code, req.EnvVars, s.cfg.budget, emit)
-	if err != nil && r.Context().Err() != nil {
+	end, err := s.kernels.RunCell(ctx, sb.target(c), c.lang, *req.Code, req.EnvVars, s.cfg.budget, emit)
+	if err != nil && ctx.Err() != nil {
 		return // the caller went away: the cell was interrupted, and no one reads on
 	}
 	if err != nil && !out.started() {
@@ -148,14 +153,15 @@ type lineWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	gone    func() // called once a write fails
 
 	mu     sync.Mutex // guards the response and the fields below
 	begun  bool
 	broken bool
 }
 
-func newLineWriter(w http.ResponseWriter, timeout time.Duration) *lineWriter {
-	return &lineWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+func newLineWriter(w http.ResponseWriter, timeout time.Duration, gone func()) *lineWriter {
+	return &lineWriter{w: w, rc: http.NewResponseController(w), timeout: timeout, gone: gone}
 }
 
 func (l *lineWriter) started() bool {
@@ -180,22 +186,25 @@ func (l *lineWriter) line(v any) {
 		l.w.Header().Set("Content-Type", "application/x-ndjson")
 		l.w.WriteHeader(http.StatusOK)
 	}
-	if err := l.rc.SetWriteDeadline(time.Now().Add(l.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		l.broken = true
-		return
+	err = l.rc.SetWriteDeadline(time.Now().Add(l.timeout))
+	if err == nil || errors.Is(err, http.ErrNotSupported) {
+		_, err = l.w.Write(b)
 	}
-	if _, err := l.w.Write(b); err != nil {
-		l.broken = true
-		return
+	if err == nil {
+		if err = l.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
+			err = nil
+		}
 	}
-	if err := l.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err != nil {
 		l.broken = true
+		l.gone()
 	}
 }
 
-// keepalive writes a keepalive line every d while the cell is silent (as
-// E2B's server does), so a proxy keeps the stream open and a caller gone
-// without a word is noticed. stop ends it and waits for it.
+// keepalive writes a keepalive line every d (as E2B's server does), so a
+// proxy keeps the stream open and a caller gone without a word is noticed:
+// Node's fetch drops an aborted stream's socket only when more of it
+// arrives. stop ends it and waits for it.
 func (l *lineWriter) keepalive(d time.Duration) (stop func()) {
 	done := make(chan struct{})
 	exited := make(chan struct{})

@@ -100,7 +100,7 @@ func New(sbx Sandboxes, kernels Kernels, opts ...Option) *Server {
 		kernels = nil
 	}
 	s := &Server{sbx: sbx, kernels: kernels, log: slog.Default(),
-		cfg: config{maxContexts: 16, maxBody: 16 << 20, writeTimeout: 30 * time.Second, keepalive: 5 * time.Second, opTimeout: time.Minute}}
+		cfg: config{maxContexts: 16, maxBody: 16 << 20, writeTimeout: 30 * time.Second, keepalive: 2 * time.Second, opTimeout: time.Minute}}
 	for _, o := range opts {
 		o(s)
 	}
