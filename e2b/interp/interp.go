@@ -7,21 +7,24 @@
 // The default context of each language (id "python", "javascript") is the
 // sandbox conversation's own kernel, the one the eval tool runs for that
 // conversation; every context made with POST /contexts is a kernel of its
-// own in the sandbox, at most MaxContexts of them. The kernels live as
+// own in the sandbox, at most 16 per sandbox unless WithMaxContexts says otherwise. The
+// kernels live as
 // eval's do: in the sandbox, owned by its agent, so they outlive a dropped
 // pipe and a sandboxd restart; a context's id and folder are labels on its
 // kernel process, which is how a restarted sandboxd finds it again.
 //
-// Server does not authenticate: the E2B front in front of it does, and
-// hands it the tenant and sandbox id of each request. main wires it as
-// the handler of port 49999:
+// Server does not authenticate: the E2B front does, and hands it the
+// tenant and sandbox id of each request, calling ServeSandbox(w, r,
+// tenant, sandboxID) with r.URL.Path the path inside the sandbox
+// ("/execute", "/contexts", ...). main wires it once the tool families
+// have registered (eval's tool exists only then), keeping the family that
+// eval.Family() returned in its list:
 //
-//	kernels := eval.ToolOf(evalFamily) // nil when eval is off: answered as such
-//	ci := interp.New(mgr, kernels)     // mgr is the *sandbox.Manager
-//	front := e2b.New(..., e2b.WithPortHandler(49999, ci))
+//	ci := interp.New(mgr, eval.ToolOf(evalFamily), interp.WithLogger(log))
 //
-// where the front calls ci.ServeSandbox(w, r, tenant, sandboxID) with
-// r.URL.Path the path inside the sandbox ("/execute", "/contexts", ...).
+// with mgr the *sandbox.Manager, and gives ci to the front as the
+// PortHandler of port interp.Port (49999). eval.ToolOf is nil when eval
+// is off; every call is then answered 503 saying so.
 package interp
 
 import (
@@ -82,8 +85,14 @@ type config struct {
 type Option func(*Server)
 
 // WithMaxContexts caps the contexts made with POST /contexts per sandbox
-// (16); the default contexts do not count.
-func WithMaxContexts(n int) Option { return func(s *Server) { s.cfg.maxContexts = n } }
+// (16; n under 1 keeps it); the default contexts do not count.
+func WithMaxContexts(n int) Option {
+	return func(s *Server) {
+		if n >= 1 {
+			s.cfg.maxContexts = n
+		}
+	}
+}
 
 // WithBudget caps how long one cell may run (0: the eval tool's largest
 // budget). The SDK's timeoutMs ends a cell sooner: it closes the stream,
