@@ -7,11 +7,11 @@
 // The default context of each language (id "python", "javascript") is the
 // sandbox conversation's own kernel, the one the eval tool runs for that
 // conversation; every context made with POST /contexts is a kernel of its
-// own in the sandbox, at most 16 per sandbox unless WithMaxContexts says otherwise. The
-// kernels live as
-// eval's do: in the sandbox, owned by its agent, so they outlive a dropped
-// pipe and a sandboxd restart; a context's id and folder are labels on its
-// kernel process, which is how a restarted sandboxd finds it again.
+// own in the sandbox, at most 16 per sandbox unless WithMaxContexts says
+// otherwise. The kernels live as eval's do: in the sandbox, owned by its
+// agent, so they outlive a dropped pipe and a sandboxd restart; a
+// context's id and folder are labels on its kernel process, which is how
+// a restarted sandboxd finds it again.
 //
 // Server does not authenticate: the E2B front does, and hands it the
 // tenant and sandbox id of each request, calling ServeSandbox(w, r,
