@@ -35,6 +35,9 @@ type rig struct {
 	t       *testing.T
 	url     string
 	sandbox string
+	// restart serves the sandbox from a new eval tool and server, as a
+	// restarted sandboxd would.
+	restart func()
 }
 
 func newRig(t *testing.T) *rig {
@@ -57,9 +60,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tool := eval.New(tools.NewRegistry())
 	t.Cleanup(func() {
-		tool.Close()
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := mgr.Delete(c, tenant, info.ID); err != nil {
@@ -67,13 +68,24 @@ func newRig(t *testing.T) *rig {
 		}
 		mgr.Close()
 	})
-	srv := interp.New(mgr, tool, interp.WithMaxContexts(2))
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// As the front does: the sandbox from a header, the path as is.
-		srv.ServeSandbox(w, r, tenant, r.Header.Get("E2b-Sandbox-Id"))
-	}))
-	t.Cleanup(hs.Close)
-	return &rig{t: t, url: hs.URL, sandbox: info.ID}
+	g := &rig{t: t, sandbox: info.ID}
+	var hs *httptest.Server
+	g.restart = func() {
+		if hs != nil {
+			hs.Close()
+		}
+		tool := eval.New(tools.NewRegistry())
+		t.Cleanup(tool.Close)
+		srv := interp.New(mgr, tool, interp.WithMaxContexts(2))
+		hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// As the front does: the sandbox from a header, the path as is.
+			srv.ServeSandbox(w, r, tenant, r.Header.Get("E2b-Sandbox-Id"))
+		}))
+		t.Cleanup(hs.Close)
+		g.url = hs.URL
+	}
+	g.restart()
+	return g
 }
 
 func (g *rig) do(ctx context.Context, method, path string, body any) (*http.Response, error) {
@@ -186,6 +198,19 @@ func TestCodeInterpreter(t *testing.T) {
 		if got := g.mainText(map[string]any{"code": "'hi'"}); got != "hi" {
 			t.Fatalf("a string result = %q, want its text without quotes", got)
 		}
+		lines := g.run(map[string]any{"code": "print('before')\ndisplay({'shown': True})\n3"})
+		var kinds []string
+		for _, l := range lines {
+			switch l["type"] {
+			case "stdout":
+				kinds = append(kinds, "stdout "+fmt.Sprint(l["text"]))
+			case "result":
+				kinds = append(kinds, fmt.Sprintf("result %v main=%v", l["text"], l["is_main_result"]))
+			}
+		}
+		if want := []string{"stdout before\n", "result {'shown': True} main=false", "result 3 main=true"}; !reflect.DeepEqual(kinds, want) {
+			t.Fatalf("output = %q, want %q", kinds, want)
+		}
 	})
 
 	t.Run("error", func(t *testing.T) {
@@ -289,6 +314,16 @@ func TestCodeInterpreter(t *testing.T) {
 		_ = json.Unmarshal(g.call(http.MethodPost, "/contexts", map[string]any{"language": "javascript"}, http.StatusOK), &c2)
 		if b := g.call(http.MethodPost, "/contexts", map[string]any{}, http.StatusTooManyRequests); !strings.Contains(string(b), "the most allowed") {
 			t.Fatalf("over the cap: %s", b)
+		}
+		// A restarted sandboxd finds the context by its kernel.
+		g.restart()
+		list = nil
+		_ = json.Unmarshal(g.call(http.MethodGet, "/contexts", nil, http.StatusOK), &list)
+		if len(list) != 4 {
+			t.Fatalf("after a restart, list = %v", list)
+		}
+		if got := g.mainText(map[string]any{"code": "secret", "context_id": c.ID}); got != "41" {
+			t.Fatalf("after a restart the context holds %q", got)
 		}
 		g.call(http.MethodPost, "/contexts/"+c.ID+"/restart", nil, http.StatusOK)
 		if e := g.errorOf(map[string]any{"code": "secret", "context_id": c.ID}); e["name"] != "NameError" {
