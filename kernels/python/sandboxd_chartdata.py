@@ -61,7 +61,7 @@ def _bar(ax, title, containers):
     cats = _categories(ax, "y" if horizontal else "x")
     elements = []
     for i, c in enumerate(containers):
-        group = _name(c.get_label()) or str(i)
+        group = _name(c.get_label()) or "Group %d" % i
         for p in c.patches:
             if len(elements) >= MAX_ELEMENTS:
                 break
