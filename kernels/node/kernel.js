@@ -81,7 +81,7 @@ function streamWrite(name) {
 process.stdout.write = streamWrite('stdout');
 process.stderr.write = streamWrite('stderr');
 
-function display(value, mime) {
+function display(value, mime, main) {
   flushStreams();
   const data = {};
   if (typeof mime === 'string') {
@@ -90,7 +90,9 @@ function display(value, mime) {
   } else {
     data['text/plain'] = typeof value === 'string' ? value : util.inspect(value, { colors: false, depth: 4 });
   }
-  send({ type: 'display', data });
+  const msg = { type: 'display', data };
+  if (main === true) msg.main = true;
+  send(msg);
 }
 
 // ---- the tool bridge ----
@@ -171,12 +173,52 @@ let current = null; // the running cell: {id, count, finished}
 let executionCount = 0;
 const goScript = new vm.Script('__sandboxd_go()', { filename: 'sandboxd-eval' });
 
-function finish(cell, status, error) {
+function finish(cell, status, error, ename, evalue) {
   if (cell.finished) return;
   cell.finished = true;
   flushStreams();
   if (current === cell) current = null;
-  send({ type: 'done', id: cell.id, status, error: error || null, execution_count: cell.count });
+  restoreEnv(cell.savedEnv);
+  const done = { type: 'done', id: cell.id, status, error: error || null, execution_count: cell.count };
+  if (status !== 'ok') {
+    done.ename = ename || (status === 'interrupted' ? 'Interrupted' : 'Error');
+    done.evalue = evalue === undefined ? String(error || '') : evalue;
+  }
+  send(done);
+}
+
+// A cell's "env": variables set while it runs, put back when it ends.
+function setEnv(env) {
+  const saved = {};
+  if (!env || typeof env !== 'object') return saved;
+  for (const [k, v] of Object.entries(env)) {
+    if (!k || k.includes('=') || k.includes('\0')) continue;
+    saved[k] = Object.prototype.hasOwnProperty.call(process.env, k) ? process.env[k] : undefined;
+    process.env[k] = String(v);
+  }
+  return saved;
+}
+
+function restoreEnv(saved) {
+  for (const [k, v] of Object.entries(saved || {})) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+}
+
+// The exception's class name and message, reported apart from its stack.
+function errorParts(details) {
+  const ex = details && details.exception;
+  if (!ex) return ['Error', (details && details.text) || ''];
+  const name = ex.className || (ex.type === 'object' ? 'Error' : 'Uncaught');
+  let value = '';
+  if (ex.description) {
+    const first = String(ex.description).split('\n')[0];
+    value = first.startsWith(name + ': ') ? first.slice(name.length + 2) : first === name ? '' : first;
+  } else if ('value' in ex) {
+    value = util.inspect(ex.value);
+  }
+  return [name, value];
 }
 
 function format(result, cell) {
@@ -235,7 +277,7 @@ function errorText(details, code) {
 }
 
 function execute(msg) {
-  const cell = { id: msg.id, count: ++executionCount, finished: false };
+  const cell = { id: msg.id, count: ++executionCount, finished: false, savedEnv: setEnv(msg.env) };
   current = cell;
   const params = {
     expression: imports.rewrite(msg.code || ''),
@@ -248,9 +290,12 @@ function execute(msg) {
     session.post('Runtime.evaluate', params, (err, r) => {
       if (cell.finished) return;
       if (err) return finish(cell, 'error', String(err.message || err));
-      if (r.exceptionDetails) return finish(cell, 'error', errorText(r.exceptionDetails, msg.code));
+      if (r.exceptionDetails) {
+        const [ename, evalue] = errorParts(r.exceptionDetails);
+        return finish(cell, 'error', errorText(r.exceptionDetails, msg.code), ename, evalue);
+      }
       const text = format(r.result, cell);
-      if (text != null) display(text, 'text/plain');
+      if (text != null) display(text, 'text/plain', true);
       finish(cell, 'ok');
     });
   };

@@ -2,6 +2,9 @@
 
 The protocol is newline-delimited JSON. sandboxd writes requests on fd 3
 ({"type": "execute", "id", "code"} and {"type": "tool_result", "call", ...});
+an execute may carry "env" (variables set for that cell only) and
+"bundle": "full" (displays keep every MIME type, for the code interpreter
+API, instead of the few the eval tool shows);
 the kernel writes on fd 4: stream, display, tool_call and done messages, in
 the order the cell produced them. stdin is /dev/null; an interrupt is a
 SIGINT sent to this process, which raises KeyboardInterrupt in the cell and
@@ -25,6 +28,7 @@ import time
 import tokenize
 import traceback
 
+from sandboxd_bundle import full_bundle, full_raw
 from sandboxd_rich import figure_bundle, figure_of, mime_bundle, patch_pil, reduce_bundle
 
 PROTO_IN = 3
@@ -246,6 +250,8 @@ class Kernel:
         self.stderr = Stream(self, "stderr")
         self.magics = None  # loaded with the first cell that needs a magic
         self.shown_figures = set()  # ids of the figures the running cell displayed itself
+        self.full = False  # the running cell wants full bundles (bundle: "full")
+        self.error_name = self.error_value = None  # the failed cell's exception, for done
         self.ns.update(display=self.display, tool=self.tool, ToolError=ToolError)
         sys.modules["__sandboxd_kernel__"] = self  # the matplotlib backend and the IPython shim find us here
 
@@ -264,15 +270,21 @@ class Kernel:
             self.fds.drain()
         self.output.flush()
 
-    def send_bundle(self, bundle):
+    def send_bundle(self, bundle, main=False):
         self.flush_streams()
-        self.chan.send({"type": "display", "data": bundle})
+        msg = {"type": "display", "data": bundle}
+        if main:
+            msg["main"] = True
+        self.chan.send(msg)
 
     def display(self, *objs, **kwargs):
+        self.show(objs, False)
+
+    def show(self, objs, main):
         for obj in objs:
-            bundle = mime_bundle(obj)
+            bundle = full_bundle(obj) if self.full else mime_bundle(obj)
             if bundle:
-                self.send_bundle(bundle)
+                self.send_bundle(bundle, main)
             fig = figure_of(obj)
             if fig is not None:
                 # Shown as it is now: the figure is not sent again after
@@ -283,7 +295,10 @@ class Kernel:
     def display_bundle(self, raw):
         """display(bundle, raw=True): a dict of mime type to data."""
         plain = raw.get("text/plain")
-        bundle = reduce_bundle(raw, plain if isinstance(plain, str) else "", not plain)
+        if self.full:
+            bundle = full_raw(raw)
+        else:
+            bundle = reduce_bundle(raw, plain if isinstance(plain, str) else "", not plain)
         if bundle:
             self.send_bundle(bundle)
 
@@ -297,7 +312,7 @@ class Kernel:
                 plt.close(fig)  # displayed in this cell already, and not changed since
                 continue
             try:
-                bundle = figure_bundle(fig, "<Figure %s>" % num)
+                bundle = figure_bundle(fig, "<Figure %s>" % num, self.full)
             except Exception as e:  # a broken figure must not lose the cell's other output
                 self.stderr.write("figure %s could not be drawn: %s\n" % (num, e))
             else:
@@ -364,17 +379,26 @@ class Kernel:
             if msg.get("type") != "execute":
                 continue
             self.chan.cell = msg.get("id")
+            self.full = msg.get("bundle") == "full"
+            saved = set_env(msg.get("env"))
+            self.error_name = self.error_value = None
             try:
                 status, error = self.execute(msg.get("code", ""))
             except KeyboardInterrupt:
                 status, error = "interrupted", "KeyboardInterrupt"
+                self.error_name, self.error_value = "KeyboardInterrupt", ""
             try:
                 self.flush_streams()
             except KeyboardInterrupt:
                 pass
-            self.chan.send({"type": "done", "id": msg.get("id"), "status": status, "error": error,
-                            "execution_count": self.cell})
+            restore_env(saved)
+            done = {"type": "done", "id": msg.get("id"), "status": status, "error": error,
+                    "execution_count": self.cell}
+            if status != "ok":
+                done["ename"], done["evalue"] = self.error_name or "", self.error_value or ""
+            self.chan.send(done)
             self.chan.cell = None
+            self.full = False
 
     def execute(self, code):
         self.cell += 1
@@ -397,18 +421,30 @@ class Kernel:
                 value = self.run_code(compile(last, filename, "eval", flags=flags))
                 if value is not None:
                     builtins._ = value
-                    self.display(value)
+                    self.show((value,), True)
             self.emit_figures()
             return "ok", None
         except KeyboardInterrupt:
+            self.note_error(sys.exc_info())
             self.emit_figures_quietly()
             return "interrupted", format_error(sys.exc_info(), filename)
         except BaseException:
             info = sys.exc_info()
+            self.note_error(info)
             self.emit_figures_quietly()
             if isinstance(info[1], SystemExit):
                 return "error", "SystemExit(%r): the kernel keeps running; use reset to restart it" % (info[1].code,)
             return "error", format_error(info, filename)
+
+    def note_error(self, info):
+        """Keeps the exception's class name and message for the done
+        message (the code interpreter API reports them apart)."""
+        etype, value = info[0], info[1]
+        self.error_name = getattr(etype, "__name__", str(etype))
+        try:
+            self.error_value = str(value)
+        except Exception:
+            self.error_value = ""
 
     def parse(self, code, filename):
         """The cell's syntax tree; a cell that is not Python is tried once
@@ -444,6 +480,27 @@ class Kernel:
                 self.loop = asyncio.new_event_loop()
             value = self.loop.run_until_complete(value)
         return value
+
+
+def set_env(env):
+    """Sets a cell's environment variables; returns what they replaced."""
+    saved = {}
+    if not isinstance(env, dict):
+        return saved
+    for k, v in env.items():
+        if not isinstance(k, str) or not k or "=" in k or "\0" in k:
+            continue
+        saved[k] = os.environ.get(k)
+        os.environ[k] = str(v).replace("\0", "")
+    return saved
+
+
+def restore_env(saved):
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def ends_with_semicolon(code):

@@ -207,11 +207,22 @@ def figure_of(obj):
     return None
 
 
-def figure_bundle(fig, plain):
-    """A figure's PNG and, beside it, what it shows as text."""
+def figure_bundle(fig, plain, full=False):
+    """A figure's PNG and, beside it, what it shows as text; with full, its
+    repr as text and its chart as data too (the code interpreter API)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
     bundle = {"text/plain": plain, "image/png": base64.b64encode(buf.getvalue()).decode("ascii")}
+    if full:
+        bundle["text/plain"] = _plain(fig)
+        try:
+            from sandboxd_bundle import CHART_DATA_MIME, json_text
+            from sandboxd_chartdata import chart_data
+
+            bundle[CHART_DATA_MIME] = json_text(chart_data(fig))
+        except Exception:  # the picture matters more than its data
+            pass
+        return bundle
     try:
         from sandboxd_chart import describe
 

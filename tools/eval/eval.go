@@ -266,7 +266,7 @@ func (t *Tool) Call(ctx context.Context, env *tools.Env, raw json.RawMessage) (t
 	}
 
 	out := newOutput(t.cfg.streamCap, t.cfg.displayCap, t.cfg.maxImages)
-	run := k.execute(withLiveOutput(ctx, t.cfg.streamCap), a.Code, budget, t.cfg.grace, out, t.bridge(env))
+	run := k.execute(withLiveOutput(ctx, t.cfg.streamCap), message{Code: a.Code}, budget, t.cfg.grace, out, t.bridge(env))
 	if run.count > 0 {
 		// Numbered as a notebook numbers its cells: "[3] load the data".
 		head[0].Text = fmt.Sprintf("[%d] %s", run.count, a.Description)

@@ -110,3 +110,13 @@ func (f *fam) Close() error {
 	}
 	return nil
 }
+
+// ToolOf is the eval tool a family made by Family registered, for the
+// code interpreter API (package e2b/interp), which runs cells in the same
+// kernels; nil before Register, when eval is off, or for another family.
+func ToolOf(f family.Family) *Tool {
+	if e, ok := f.(*fam); ok {
+		return e.t
+	}
+	return nil
+}

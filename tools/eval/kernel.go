@@ -24,11 +24,16 @@ type message struct {
 	Cell int64 `json:"cell,omitempty"`
 	// execute
 	Code string `json:"code,omitempty"`
+	// Env is set for the cell only; Bundle "full" asks for every MIME type
+	// of each display (the code interpreter API) instead of eval's few.
+	Env    map[string]string `json:"env,omitempty"`
+	Bundle string            `json:"bundle,omitempty"`
 	// stream
 	Name string `json:"name,omitempty"`
 	Text string `json:"text,omitempty"`
-	// display
+	// display; Main marks the cell's last expression (not a display() call)
 	Data map[string]string `json:"data,omitempty"`
+	Main bool              `json:"main,omitempty"`
 	// tool_call / tool_result
 	Call    int64           `json:"call,omitempty"`
 	Args    json.RawMessage `json:"args,omitempty"`
@@ -37,6 +42,10 @@ type message struct {
 	// done
 	Status string `json:"status,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Ename and Evalue are a failed cell's exception class and message
+	// (absent from older kernels); Error is its whole traceback.
+	Ename  string `json:"ename,omitempty"`
+	Evalue string `json:"evalue,omitempty"`
 	// ExecutionCount is the kernel's count of cells run, this one included
 	// (0 from an older kernel).
 	ExecutionCount int `json:"execution_count,omitempty"`
@@ -259,22 +268,33 @@ const (
 	endGone                       // fd 4 ended: the kernel died or the pipe dropped
 )
 
+// cellSink takes a cell's output as it comes.
+type cellSink interface {
+	stream(name, text string)
+	show(m message) // a display message
+}
+
+func (o *output) show(m message) { o.display(m.Data) }
+
 // cellRun is what one execute produced.
 type cellRun struct {
 	end     cellEnd
 	status  string // the kernel's status when end is endDone or endInterrupted
 	errText string
-	count   int // the kernel's execution_count of the cell (0 when it did not respond)
-	out     *output
-	elapsed time.Duration
-	budget  time.Duration
-	started time.Time // when the cell was sent
+	// ename and evalue are the exception's class and message (a failed cell).
+	ename, evalue string
+	count         int // the kernel's execution_count of the cell (0 when it did not respond)
+	out           cellSink
+	elapsed       time.Duration
+	budget        time.Duration
+	started       time.Time // when the cell was sent
 }
 
-// execute runs one cell. The budget counts down only while no tool() call is
+// execute runs one cell: req is its execute message (code, env, bundle);
+// its id is set here. The budget counts down only while no tool() call is
 // pending; when it runs out (or ctx ends) the kernel gets a SIGINT and the
 // cell has grace to stop.
-func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Duration, out *output, bridge bridgeFunc) cellRun {
+func (k *kernel) execute(ctx context.Context, req message, budget, grace time.Duration, out cellSink, bridge bridgeFunc) cellRun {
 	k.execMu.Lock()
 	defer k.execMu.Unlock()
 	k.seq++
@@ -285,7 +305,8 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 		out.stream("stdout", string(pre))
 		tools.EmitOutput(ctx, "stdout", string(pre))
 	}
-	if err := k.send(message{Type: "execute", ID: id, Code: code}); err != nil {
+	req.Type, req.ID = "execute", id
+	if err := k.send(req); err != nil {
 		res.end = endGone
 		return res
 	}
@@ -329,7 +350,7 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 				out.stream(m.Name, m.Text)
 				tools.EmitOutput(ctx, m.Name, m.Text)
 			case "display":
-				out.display(m.Data)
+				out.show(m)
 			case "tool_call":
 				// The budget pauses while the call is pending.
 				if timer.Stop() {
@@ -356,6 +377,7 @@ func (k *kernel) execute(ctx context.Context, code string, budget, grace time.Du
 					}
 				}
 				res.status, res.errText, res.count = m.Status, m.Error, m.ExecutionCount
+				res.ename, res.evalue = m.Ename, m.Evalue
 				res.end = endDone
 				if interrupted {
 					res.end = endInterrupted

@@ -37,17 +37,28 @@ type place struct {
 	owner string
 	// jail gives a host kernel's confinement (host places only).
 	jail func() (*jail.Spec, error)
+	// context names a code interpreter context's own kernel ("" for the
+	// conversation's); extra are labels it carries besides the kernel's.
+	context string
+	extra   map[string]string
 }
 
 func (p *place) name(lang string) string {
-	if p.host {
+	switch {
+	case p.host:
 		return "kernel/" + lang + "/" + p.owner
+	case p.context != "":
+		return "kernel/" + lang + "/context/" + p.context
 	}
 	return "kernel/" + lang
 }
 
 func (p *place) labels(lang string) map[string]string {
-	return map[string]string{labelKernel: lang, labelOwner: p.owner}
+	l := map[string]string{labelKernel: lang, labelOwner: p.owner}
+	for k, v := range p.extra {
+		l[k] = v
+	}
+	return l
 }
 
 func ownerOf(tenant, conversation, runID string) string {
@@ -345,4 +356,37 @@ func (pl *pool) killOwner(ctx context.Context, c *agent.Client, key, owner strin
 		}
 	}
 	return nil
+}
+
+// stop kills p's kernel of lang and drops its attachment; the kernel it
+// was, and any before it, are done with (no death to report, not listed).
+func (pl *pool) stop(ctx context.Context, p *place, lang string) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	key := poolKey(p, lang)
+	if old := pl.kernels[key]; old != nil {
+		old.close()
+		delete(pl.kernels, key)
+	}
+	procs, err := p.agent.List(ctx, &proto.ListRequest{Labels: p.labels(lang)})
+	if err != nil {
+		return fmt.Errorf("cannot list the kernels to stop them: %w", err)
+	}
+	for _, pr := range procs {
+		if len(pl.ended) >= maxEnded {
+			clear(pl.ended)
+		}
+		pl.ended[pr.ID] = true
+		if pr.Running {
+			killProc(ctx, p.agent, pr.ID)
+		}
+	}
+	return nil
+}
+
+// wasStopped reports whether the kernel process id was stopped on purpose.
+func (pl *pool) wasStopped(id string) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.ended[id]
 }

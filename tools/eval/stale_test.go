@@ -32,7 +32,7 @@ func TestStaleMessagesOfAnotherCellAreDropped(t *testing.T) {
 		k.msgs <- m
 	}
 	out := newOutput(1<<16, 1<<16, 4)
-	res := k.execute(context.Background(), "greeting", time.Minute, time.Second, out, nil)
+	res := k.execute(context.Background(), message{Code: "greeting"}, time.Minute, time.Second, out, nil)
 	if res.end != endDone || res.status != "ok" {
 		t.Fatalf("cell ended %v %q, want done ok", res.end, res.status)
 	}
