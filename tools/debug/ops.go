@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	godap "github.com/google/go-dap"
 
@@ -322,7 +323,75 @@ func (c *call) move(ctx context.Context, op string) (string, error) {
 		return c.describe(ctx, s) + s.endedTail(), nil
 	}
 	s.waitChange(ctx, st.epoch, c.sv.to.stop)
+	if op == "pause" {
+		c.pauseInUserCode(ctx, s, tid)
+	}
 	return c.describe(ctx, s), nil
+}
+
+// pauseAgain bounds how often a pause is taken again, and pauseGap is how
+// long the program runs in between.
+const (
+	pauseAgain = 3
+	pauseGap   = 20 * time.Millisecond
+)
+
+// pauseInUserCode takes a pause again, a moment later, while it caught no
+// thread with a frame in the user's code: a Go program stopped in its
+// signal trampoline has a stack no debugger unwinds to the caller, so the
+// answer could not show where the program spins.
+func (c *call) pauseInUserCode(ctx context.Context, s *session, tid int) {
+	for range pauseAgain {
+		st := s.state()
+		if st.stop == nil || st.stop.Reason != "pause" || st.ended || c.stopInUserCode(ctx, s, st.stop) {
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.sv.to.request)
+		s.mu.Lock()
+		s.stop = nil
+		s.mu.Unlock()
+		err := s.conn.Do(rctx, "continue", map[string]any{"threadId": tid}, nil)
+		cancel()
+		if err != nil {
+			s.restoreStop(st)
+			return
+		}
+		select {
+		case <-time.After(pauseGap):
+		case <-ctx.Done():
+			return
+		}
+		running := s.state()
+		s.mu.Lock()
+		s.pausing = true
+		s.mu.Unlock()
+		rctx, cancel = context.WithTimeout(ctx, c.sv.to.request)
+		err = s.conn.Do(rctx, "pause", map[string]any{"threadId": tid}, nil)
+		cancel()
+		if err != nil {
+			s.mu.Lock()
+			s.pausing = false
+			s.mu.Unlock()
+			return
+		}
+		s.waitChange(ctx, running.epoch, c.sv.to.stop)
+	}
+}
+
+// stopInUserCode reports whether stop (or the thread focus picks for it)
+// has a frame in the user's code within the frames a stop shows.
+func (c *call) stopInUserCode(ctx context.Context, s *session, stop *godap.StoppedEventBody) bool {
+	stop = c.focus(ctx, s, stop)
+	frames, _, err := c.frames(ctx, s, stop.ThreadId, maxFrames)
+	if err != nil {
+		return true // nothing better is known: show what there is
+	}
+	for _, f := range frames {
+		if inProject(f, c.workspace()) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *call) threads(ctx context.Context) (string, error) {
