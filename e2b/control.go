@@ -1,0 +1,684 @@
+package e2b
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/e2b/envd"
+	"github.com/sandboxd/sandboxd/egress/gateway"
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// The control API: E2B's sandbox endpoints onto the sandbox manager.
+
+const (
+	defaultTimeout = 300 * time.Second // E2B's
+	maxTimeout     = 24 * time.Hour    // E2B's longest (Pro)
+	maxBody        = 1 << 20
+	clientID       = "sandboxd"
+	maxFork        = 100
+)
+
+type (
+	networkConfig struct {
+		AllowPublicTraffic *bool           `json:"allowPublicTraffic,omitempty"`
+		AllowOut           []string        `json:"allowOut,omitempty"`
+		DenyOut            []string        `json:"denyOut,omitempty"`
+		EgressProxy        json.RawMessage `json:"egressProxy,omitempty"`
+		MaskRequestHost    string          `json:"maskRequestHost,omitempty"`
+		Rules              json.RawMessage `json:"rules,omitempty"`
+		AllowInternet      *bool           `json:"allow_internet_access,omitempty"`
+	}
+	newSandbox struct {
+		TemplateID      string            `json:"templateID"`
+		Timeout         *int64            `json:"timeout"`
+		AutoPause       *bool             `json:"autoPause"`
+		AutoPauseMemory *bool             `json:"autoPauseMemory"`
+		AutoResume      json.RawMessage   `json:"autoResume"`
+		Secure          *bool             `json:"secure"`
+		AllowInternet   *bool             `json:"allow_internet_access"`
+		Network         *networkConfig    `json:"network"`
+		Metadata        map[string]string `json:"metadata"`
+		EnvVars         map[string]string `json:"envVars"`
+		MCP             json.RawMessage   `json:"mcp"`
+		IAM             json.RawMessage   `json:"iam"`
+		VolumeMounts    json.RawMessage   `json:"volumeMounts"`
+	}
+	sandboxOut struct {
+		TemplateID         string `json:"templateID"`
+		SandboxID          string `json:"sandboxID"`
+		Alias              string `json:"alias,omitempty"`
+		ClientID           string `json:"clientID"`
+		EnvdVersion        string `json:"envdVersion"`
+		EnvdAccessToken    string `json:"envdAccessToken,omitempty"`
+		TrafficAccessToken string `json:"trafficAccessToken,omitempty"`
+		Domain             string `json:"domain,omitempty"`
+	}
+	lifecycleOut struct {
+		AutoResume bool   `json:"autoResume"`
+		OnTimeout  string `json:"onTimeout"`
+	}
+	detailOut struct {
+		sandboxOut
+		StartedAt     time.Time         `json:"startedAt"`
+		EndAt         time.Time         `json:"endAt"`
+		CPUCount      int               `json:"cpuCount"`
+		MemoryMB      int               `json:"memoryMB"`
+		DiskSizeMB    int               `json:"diskSizeMB"`
+		Metadata      map[string]string `json:"metadata"`
+		State         string            `json:"state"`
+		AllowInternet *bool             `json:"allowInternetAccess,omitempty"`
+		Lifecycle     *lifecycleOut     `json:"lifecycle,omitempty"`
+		VolumeMounts  []struct{}        `json:"volumeMounts"`
+	}
+	timeoutBody struct {
+		Timeout *int64 `json:"timeout"`
+		Memory  *bool  `json:"memory"`
+		Count   *int   `json:"count"`
+		Name    string `json:"name"`
+	}
+	forkResult struct {
+		Sandbox *sandboxOut `json:"sandbox,omitempty"`
+		Error   *errorBody  `json:"error,omitempty"`
+	}
+	snapshotOut struct {
+		SnapshotID string   `json:"snapshotID"`
+		Names      []string `json:"names"`
+	}
+	metricOut struct {
+		Timestamp     time.Time `json:"timestamp"`
+		TimestampUnix int64     `json:"timestampUnix"`
+		CPUCount      int       `json:"cpuCount"`
+		CPUUsedPct    float64   `json:"cpuUsedPct"`
+		MemUsed       uint64    `json:"memUsed"`
+		MemTotal      uint64    `json:"memTotal"`
+		MemCache      uint64    `json:"memCache"`
+		DiskUsed      uint64    `json:"diskUsed"`
+		DiskTotal     uint64    `json:"diskTotal"`
+	}
+)
+
+// decode reads r's JSON body into v; an empty body leaves v as it is.
+func decode(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return errdefs.InvalidArgument("the request body cannot be read: %v", err)
+	}
+	if len(b) > maxBody {
+		return errdefs.InvalidArgument("the request body is over %d KiB; send a smaller one", maxBody>>10)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return errdefs.InvalidArgument("the request body is not the JSON this call takes: %v", err)
+	}
+	return nil
+}
+
+// timeoutOf reads a timeout in seconds (nil: E2B's default).
+func timeoutOf(v *int64) (time.Duration, error) {
+	if v == nil {
+		return defaultTimeout, nil
+	}
+	if *v < 0 || time.Duration(*v)*time.Second > maxTimeout {
+		return 0, errdefs.InvalidArgument("timeout %d s is out of range; give 0 to %d seconds", *v, int64(maxTimeout/time.Second))
+	}
+	return time.Duration(*v) * time.Second, nil
+}
+
+func newConversation() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "e2b-" + hex.EncodeToString(b[:])
+}
+
+// out is the Sandbox answer for info.
+func (h *Handler) out(tenant string, info sandbox.Info, rec record) sandboxOut {
+	tok := h.sign.token(tenant, info.ID)
+	tmpl := rec.Template
+	if tmpl == "" {
+		tmpl = info.Image
+	}
+	return sandboxOut{TemplateID: tmpl, SandboxID: info.ID, ClientID: clientID, EnvdVersion: envd.Version,
+		EnvdAccessToken: tok, TrafficAccessToken: tok, Domain: h.cfg.Domain}
+}
+
+// state is E2B's state of a sandboxd state ("" for one E2B has no word for).
+func state(s string) string {
+	switch s {
+	case sandbox.StateRunning:
+		return "running"
+	case sandbox.StatePaused, sandbox.StateHibernated:
+		return "paused"
+	}
+	return ""
+}
+
+func (h *Handler) detail(tenant string, info sandbox.Info) detailOut {
+	rec, _ := h.store.get(info.ID)
+	d := detailOut{sandboxOut: h.out(tenant, info, rec), StartedAt: info.CreatedAt.UTC(), EndAt: rec.EndAt.UTC(),
+		Metadata: rec.Metadata, State: state(info.State), VolumeMounts: []struct{}{}}
+	if d.State == "" {
+		d.State = "paused"
+	}
+	if rec.EndAt.IsZero() {
+		d.EndAt = info.CreatedAt.UTC()
+	}
+	if d.Metadata == nil {
+		d.Metadata = map[string]string{}
+	}
+	internet := sandbox.NetworkOf(info) != "none"
+	d.AllowInternet = &internet
+	onTimeout := "kill"
+	if rec.AutoPause {
+		onTimeout = "pause"
+	}
+	// Any call to a paused sandboxd sandbox resumes it.
+	d.Lifecycle = &lifecycleOut{AutoResume: true, OnTimeout: onTimeout}
+	return d
+}
+
+// own is the tenant's sandbox id, or E2B's 404.
+func (h *Handler) own(r *http.Request, tenant string) (sandbox.Info, error) {
+	id := r.PathValue("id")
+	info, err := h.cfg.Sandboxes.Get(r.Context(), tenant, id)
+	if errors.Is(err, errdefs.ErrNotFound) || (err == nil && info.Tenant != tenant) {
+		return sandbox.Info{}, errdefs.NotFound("sandbox %q not found: it was killed, its timeout ended, or it is another tenant's", id)
+	}
+	return info, err
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req newSandbox
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	switch {
+	case len(req.MCP) > 0 && string(req.MCP) != "null":
+		return errdefs.InvalidArgument("the MCP gateway is not served by sandboxd; create the sandbox without mcp")
+	case len(req.IAM) > 0 && string(req.IAM) != "null":
+		return errdefs.InvalidArgument("IAM tokens are not served by sandboxd; create the sandbox without iam")
+	case len(req.VolumeMounts) > 0 && string(req.VolumeMounts) != "null":
+		return errdefs.InvalidArgument("volumes are not served by sandboxd; create the sandbox without volumeMounts")
+	}
+	timeout, err := timeoutOf(req.Timeout)
+	if err != nil {
+		return err
+	}
+	cr := api.CreateSandboxRequest{Conversation: newConversation(), Env: req.EnvVars, Network: h.cfg.Network}
+	if img, ok := h.cfg.Templates[req.TemplateID]; ok {
+		cr.Image = img
+	} else if _, serr := h.cfg.Sandboxes.GetSnapshot(r.Context(), tenant, req.TemplateID); serr == nil {
+		cr.Snapshot = req.TemplateID
+	} else {
+		return errdefs.NotFound("template %q not found: sandboxd does not build templates; the configured ones (e2b.templates) are %s, and a snapshot's id names one too", req.TemplateID, strings.Join(slices.Sorted(maps.Keys(h.cfg.Templates)), ", "))
+	}
+	if n := req.Network; n != nil {
+		switch {
+		case len(n.EgressProxy) > 0 && string(n.EgressProxy) != "null":
+			return errdefs.InvalidArgument("network.egressProxy is not served by sandboxd; its egress goes through its own proxy (network allowOut and denyOut)")
+		case len(n.Rules) > 0 && string(n.Rules) != "null", n.MaskRequestHost != "":
+			return errdefs.InvalidArgument("network rules and maskRequestHost are not served by sandboxd; give allowOut and denyOut only")
+		case len(n.AllowOut) > 0 || len(n.DenyOut) > 0:
+			cr.Network = sandbox.NetworkProxy
+			cr.Egress = &api.EgressRules{Allow: n.AllowOut, Deny: n.DenyOut}
+		}
+	}
+	if req.AllowInternet != nil && !*req.AllowInternet {
+		if cr.Egress != nil {
+			return errdefs.InvalidArgument("allow_internet_access is false but network.allowOut or denyOut are given; give one or the other")
+		}
+		cr.Network = "none"
+	}
+	info, err := h.cfg.Host.CreateSandbox(r.Context(), tenant, cr)
+	if err != nil {
+		return err
+	}
+	rec := record{Tenant: tenant, Template: req.TemplateID, Metadata: req.Metadata, Created: time.Now().UTC(),
+		AutoPause: req.AutoPause != nil && *req.AutoPause, KeepMemory: req.AutoPauseMemory == nil || *req.AutoPauseMemory}
+	if timeout > 0 {
+		rec.EndAt = time.Now().Add(timeout).UTC()
+	}
+	if err := h.store.update(info.ID, func(r *record) bool { *r = rec; return true }); err != nil {
+		h.cfg.Sandboxes.Delete(r.Context(), tenant, info.ID)
+		return errdefs.Internal("the sandbox's E2B record cannot be saved (%v); it was removed again, retry", err)
+	}
+	writeJSON(w, http.StatusCreated, h.out(tenant, info, rec))
+	return nil
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenant string) error {
+	q := r.URL.Query()
+	want, err := metadataFilter(q.Get("metadata"))
+	if err != nil {
+		return err
+	}
+	states := map[string]bool{}
+	for _, v := range q["state"] {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				if s != "running" && s != "paused" {
+					return errdefs.InvalidArgument("state %q is not running or paused", s)
+				}
+				states[s] = true
+			}
+		}
+	}
+	limit, err := intParam(q, 100, 1, 100, "limit", "paginationLimit")
+	if err != nil {
+		return err
+	}
+	offset, err := intParam(q, 0, 0, 1<<30, "nextToken", "paginationNextToken")
+	if err != nil {
+		return err
+	}
+	infos, err := h.cfg.Sandboxes.List(r.Context(), tenant, "")
+	if err != nil {
+		return err
+	}
+	var out []detailOut
+	for _, info := range infos {
+		st := state(info.State)
+		if info.Tenant != tenant || st == "" || (len(states) > 0 && !states[st]) {
+			continue
+		}
+		d := h.detail(tenant, info)
+		if t := q.Get("template"); t != "" && d.TemplateID != t {
+			continue
+		}
+		if !matches(d.Metadata, want) {
+			continue
+		}
+		d.EnvdAccessToken, d.TrafficAccessToken, d.Lifecycle, d.AllowInternet = "", "", nil, nil
+		out = append(out, d)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if q.Get("order") == "asc" {
+			return out[i].StartedAt.Before(out[j].StartedAt)
+		}
+		return out[i].StartedAt.After(out[j].StartedAt)
+	})
+	if offset > len(out) {
+		offset = len(out)
+	}
+	page := out[offset:min(offset+limit, len(out))]
+	if offset+limit < len(out) {
+		w.Header().Set("X-Next-Token", strconv.Itoa(offset+limit))
+	}
+	if page == nil {
+		page = []detailOut{}
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// metadataFilter reads the list's metadata query: key=value pairs joined
+// by &, each key and value encoded once more by the SDK.
+func metadataFilter(v string) (map[string]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	pairs, err := url.ParseQuery(v)
+	if err != nil {
+		return nil, errdefs.InvalidArgument("metadata %q is not key=value pairs joined by &: %v", v, err)
+	}
+	out := map[string]string{}
+	for k, vs := range pairs {
+		key, err1 := url.QueryUnescape(k)
+		val, err2 := url.QueryUnescape(vs[0])
+		if err1 != nil || err2 != nil {
+			return nil, errdefs.InvalidArgument("metadata %q holds a badly escaped key or value", v)
+		}
+		out[key] = val
+	}
+	return out, nil
+}
+
+func matches(have, want map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// intParam reads the first of names present in q, def when none is.
+func intParam(q url.Values, def, lo, hi int, names ...string) (int, error) {
+	for _, n := range names {
+		if v := q.Get(n); v != "" {
+			i, err := strconv.Atoi(v)
+			if err != nil || i < lo || i > hi {
+				return 0, errdefs.InvalidArgument("%s %q is not a number from %d to %d", n, v, lo, hi)
+			}
+			return i, nil
+		}
+	}
+	return def, nil
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, tenant string) error {
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, h.detail(tenant, info))
+	return nil
+}
+
+func (h *Handler) kill(w http.ResponseWriter, r *http.Request, tenant string) error {
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	if err := h.cfg.Sandboxes.Delete(r.Context(), tenant, info.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	if err := h.store.remove(info.ID); err != nil {
+		h.log.Warn("e2b: the removed sandbox's record cannot be dropped", "sandbox", info.ID, "err", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// extend sets id's timeout to now+d (never shorter than it is, when
+// keepLonger).
+func (h *Handler) extend(tenant, id string, d time.Duration, keepLonger bool) error {
+	end := time.Now().Add(d).UTC()
+	return h.store.update(id, func(r *record) bool {
+		if r.Tenant == "" {
+			r.Tenant, r.Created = tenant, time.Now().UTC()
+		}
+		if d == 0 {
+			r.EndAt = time.Time{}
+		} else if !keepLonger || r.EndAt.IsZero() || r.EndAt.Before(end) {
+			r.EndAt = end
+		}
+		return true
+	})
+}
+
+func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Timeout == nil {
+		return errdefs.InvalidArgument("the body has no timeout; give it in seconds")
+	}
+	d, err := timeoutOf(req.Timeout)
+	if err != nil {
+		return err
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	if err := h.extend(tenant, info.ID, d, false); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	if state(info.State) == "paused" {
+		return errdefs.Conflict("sandbox %s is already paused; connect to it to resume it", info.ID)
+	}
+	if req.Memory != nil && !*req.Memory {
+		_, err = h.cfg.Sandboxes.Hibernate(r.Context(), tenant, info.ID)
+	} else {
+		_, err = h.cfg.Sandboxes.Pause(r.Context(), tenant, info.ID)
+	}
+	if err != nil {
+		return err
+	}
+	// A paused sandbox has no timeout until it is resumed.
+	if err := h.store.update(info.ID, func(r *record) bool {
+		if r.Tenant == "" {
+			r.Tenant, r.Created = tenant, time.Now().UTC()
+		}
+		r.EndAt = time.Time{}
+		return true
+	}); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// wake resumes the sandbox of r when it is paused and sets its timeout;
+// it answers whether it was paused.
+func (h *Handler) wake(r *http.Request, tenant string, req timeoutBody, mustBePaused bool) (sandbox.Info, bool, error) {
+	d, err := timeoutOf(req.Timeout)
+	if err != nil {
+		return sandbox.Info{}, false, err
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return sandbox.Info{}, false, err
+	}
+	paused := state(info.State) != "running"
+	if mustBePaused && !paused {
+		return sandbox.Info{}, false, errdefs.Conflict("sandbox %s is already running; connect to it instead", info.ID)
+	}
+	if paused {
+		if info, err = h.cfg.Sandboxes.Resume(r.Context(), tenant, info.ID); err != nil {
+			return sandbox.Info{}, false, err
+		}
+	}
+	return info, paused, h.extend(tenant, info.ID, d, !paused)
+}
+
+func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	info, resumed, err := h.wake(r, tenant, req, false)
+	if err != nil {
+		return err
+	}
+	rec, _ := h.store.get(info.ID)
+	status := http.StatusOK
+	if resumed {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, h.out(tenant, info, rec))
+	return nil
+}
+
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	info, _, err := h.wake(r, tenant, req, true)
+	if err != nil {
+		return err
+	}
+	rec, _ := h.store.get(info.ID)
+	writeJSON(w, http.StatusCreated, h.out(tenant, info, rec))
+	return nil
+}
+
+func (h *Handler) snapshot(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	snap, err := h.cfg.Sandboxes.Snapshot(r.Context(), tenant, info.ID, req.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, snapshotOf(snap))
+	return nil
+}
+
+func snapshotOf(s sandbox.Snapshot) snapshotOut {
+	out := snapshotOut{SnapshotID: s.ID, Names: []string{}}
+	if s.Name != "" {
+		out.Names = append(out.Names, s.Name)
+	}
+	return out
+}
+
+func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request, tenant string) error {
+	q := r.URL.Query()
+	limit, err := intParam(q, 100, 1, 100, "limit", "paginationLimit")
+	if err != nil {
+		return err
+	}
+	offset, err := intParam(q, 0, 0, 1<<30, "nextToken", "paginationNextToken")
+	if err != nil {
+		return err
+	}
+	snaps, err := h.cfg.Sandboxes.Snapshots(r.Context(), tenant)
+	if err != nil {
+		return err
+	}
+	out := []snapshotOut{}
+	for _, s := range snaps {
+		if (q.Get("sandboxID") == "" || s.Sandbox == q.Get("sandboxID")) && (q.Get("name") == "" || s.Name == q.Get("name")) {
+			out = append(out, snapshotOf(s))
+		}
+	}
+	offset = min(offset, len(out))
+	page := out[offset:min(offset+limit, len(out))]
+	if offset+limit < len(out) {
+		w.Header().Set("X-Next-Token", strconv.Itoa(offset+limit))
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (h *Handler) deleteTemplate(w http.ResponseWriter, r *http.Request, tenant string) error {
+	id := r.PathValue("id")
+	if _, err := h.cfg.Sandboxes.GetSnapshot(r.Context(), tenant, id); err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return errdefs.NotFound("snapshot %q not found; sandboxd deletes snapshots here, and templates are configured by the operator", id)
+		}
+		return err
+	}
+	if err := h.cfg.Sandboxes.DeleteSnapshot(r.Context(), tenant, id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) fork(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	d, err := timeoutOf(req.Timeout)
+	if err != nil {
+		return err
+	}
+	n := 1
+	if req.Count != nil {
+		n = *req.Count
+	}
+	if n < 1 || n > maxFork {
+		return errdefs.InvalidArgument("count %d is out of range; fork 1 to %d copies", n, maxFork)
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	convs := make([]string, n)
+	for i := range convs {
+		convs[i] = newConversation()
+	}
+	_, made, failed, err := h.cfg.Sandboxes.Fork(r.Context(), tenant, info.ID, convs)
+	if err != nil && len(made) == 0 {
+		return err
+	}
+	src, _ := h.store.get(info.ID)
+	out := []forkResult{}
+	for _, m := range made {
+		rec := record{Tenant: tenant, Template: src.Template, Metadata: maps.Clone(src.Metadata), AutoPause: src.AutoPause,
+			KeepMemory: src.KeepMemory, Created: time.Now().UTC()}
+		if d > 0 {
+			rec.EndAt = time.Now().Add(d).UTC()
+		}
+		if err := h.store.update(m.ID, func(r *record) bool { *r = rec; return true }); err != nil {
+			h.log.Warn("e2b: a fork's record cannot be saved", "sandbox", m.ID, "err", err)
+		}
+		so := h.out(tenant, m, rec)
+		out = append(out, forkResult{Sandbox: &so})
+	}
+	for _, f := range failed {
+		out = append(out, forkResult{Error: &errorBody{Code: statusOf(f.Err), Message: f.Err.Error()}})
+	}
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (h *Handler) network(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req networkConfig
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if (len(req.EgressProxy) > 0 && string(req.EgressProxy) != "null") || (len(req.Rules) > 0 && string(req.Rules) != "null") {
+		return errdefs.InvalidArgument("network egressProxy and rules are not served by sandboxd; give allowOut and denyOut only")
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	p := gateway.Policy{Allow: req.AllowOut, Deny: req.DenyOut}
+	if req.AllowInternet != nil && !*req.AllowInternet {
+		p = gateway.Policy{Allow: []string{}, Deny: []string{"*", "0.0.0.0/0", "::/0"}}
+	}
+	if p.Allow == nil {
+		p.Allow = []string{}
+	}
+	if _, err := h.cfg.Host.SetNetwork(r.Context(), tenant, info.ID, p); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, tenant string) error {
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	out := []metricOut{}
+	st, err := h.cfg.Sandboxes.Stats(r.Context(), tenant, info.ID)
+	if err == nil && !st.ReadAt.IsZero() {
+		out = append(out, metricOut{Timestamp: st.ReadAt.UTC(), TimestampUnix: st.ReadAt.Unix(), CPUUsedPct: st.CPUPercent,
+			MemUsed: st.MemoryBytes, MemTotal: st.MemoryLimitBytes})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
