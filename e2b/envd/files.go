@@ -156,7 +156,10 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request, t target) {
 			if part.FormName() != "file" {
 				continue
 			}
-			name := part.FileName()
+			// The file name is the path to write (FileName would keep only
+			// its last element).
+			_, cd, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+			name := cd["filename"]
 			if p := q.Get("path"); p != "" {
 				name = p
 			}

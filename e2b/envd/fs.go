@@ -276,16 +276,18 @@ func openWatch(ctx context.Context, t target, abs string) (watchStream, error) {
 
 // watchStream is the agent's watch (agent.WatchStream).
 type watchStream interface {
+	Info() proto.WatchResponse
 	Next() (proto.WatchEvent, error)
 	Close() error
 }
 
-// eventsOf turns one agent event into E2B's, the direct children only
-// unless recursive.
-func eventsOf(ev proto.WatchEvent, recursive bool) []fsEvent {
+// eventsOf turns one agent event of the watch of base into E2B's, named
+// relative to base, the direct children only unless recursive.
+func eventsOf(ev proto.WatchEvent, base string, recursive bool) []fsEvent {
 	var out []fsEvent
 	for _, ch := range ev.Changes {
-		if !recursive && strings.Contains(ch.Path, "/") {
+		name, ok := strings.CutPrefix(ch.Path, strings.TrimSuffix(base, "/")+"/")
+		if !ok || name == "" || (!recursive && strings.Contains(name, "/")) {
 			continue
 		}
 		typ := "EVENT_TYPE_WRITE"
@@ -295,7 +297,7 @@ func eventsOf(ev proto.WatchEvent, recursive bool) []fsEvent {
 		case proto.Deleted:
 			typ = "EVENT_TYPE_REMOVE"
 		}
-		out = append(out, fsEvent{Name: ch.Path, Type: typ})
+		out = append(out, fsEvent{Name: name, Type: typ})
 	}
 	return out
 }
@@ -345,7 +347,7 @@ func (s *Service) watchDir(w http.ResponseWriter, r *http.Request, t target) {
 			st.End(rpcErr(codeUnavailable, "the watch ended: %v", err))
 			return
 		}
-		for _, e := range eventsOf(ev, req.Recursive) {
+		for _, e := range eventsOf(ev, ws.Info().Base, req.Recursive) {
 			if st.Send(watchDirResponse{Filesystem: &e}) != nil {
 				return
 			}

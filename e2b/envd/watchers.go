@@ -45,7 +45,7 @@ func (w *watcher) loop() {
 			w.mu.Unlock()
 			return
 		}
-		w.events = append(w.events, eventsOf(ev, w.recursive)...)
+		w.events = append(w.events, eventsOf(ev, w.ws.Info().Base, w.recursive)...)
 		if over := len(w.events) - maxWatcherEvents; over > 0 {
 			w.events = append([]fsEvent(nil), w.events[over:]...)
 			w.dropped += over
