@@ -116,8 +116,8 @@ type Server struct {
 	mountBuild   func(*Server) http.Handler // WithE2B
 	mountHost    func(host string) bool     // WithE2B: the hosts the mount owns
 	mount        http.Handler               // built by mountBuild in New
-	mcp          *mcp.Handler // /v1/runs/{id}/mcp
-	openAPI      http.Handler // /v1/openapi.json, built once the mux is complete
+	mcp          *mcp.Handler               // /v1/runs/{id}/mcp
+	openAPI      http.Handler               // /v1/openapi.json, built once the mux is complete
 
 	streamHeartbeat time.Duration // comment interval of a silent streamed call
 	streamMax       int64         // live text one streamed call shows at most
