@@ -124,9 +124,14 @@ func (s *Service) download(w http.ResponseWriter, r *http.Request, t target) {
 func acceptsGzip(r *http.Request) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
 		enc, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		if strings.EqualFold(strings.TrimSpace(enc), "gzip") && !strings.Contains(strings.ReplaceAll(params, " ", ""), "q=0") {
-			return true
+		if !strings.EqualFold(strings.TrimSpace(enc), "gzip") {
+			continue
 		}
+		q := 1.0
+		if v, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q="); ok {
+			q, _ = strconv.ParseFloat(v, 64)
+		}
+		return q > 0
 	}
 	return false
 }
