@@ -507,14 +507,10 @@ func (s *Service) streamInput(w http.ResponseWriter, r *http.Request, t target) 
 		}
 		switch {
 		case m.Start != nil:
-			if id, err = resolve(r.Context(), t.c, m.Start.Process); err != nil {
-				break
-			}
+			id, err = resolve(r.Context(), t.c, m.Start.Process)
+		case m.Data != nil && m.Data.Input != nil && id == "":
+			err = rpcErr(codeFailedPrecondition, "input came before the start message naming the process; send start first")
 		case m.Data != nil && m.Data.Input != nil:
-			if id == "" {
-				err = rpcErr(codeFailedPrecondition, "input came before the start message naming the process; send start first")
-				break
-			}
 			data := m.Data.Input.Stdin
 			if data == nil {
 				data = m.Data.Input.Pty
