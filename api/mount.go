@@ -41,9 +41,11 @@ func (s *Server) mountedHost(r *http.Request) bool {
 
 // ServePort passes r to port inside the tenant's sandbox id through its
 // agent (the port proxy of /v1/sandboxes/{id}/ports/{port}/), with prefix
-// taken off the path. What fails before the app answers is returned, for
-// the caller to word in its own API's shape.
-func (s *Server) ServePort(w http.ResponseWriter, r *http.Request, tenant, id string, port int, prefix string) error {
+// taken off the path. What fails before the app answers is returned, or,
+// once the proxy has the request, written by fail, in the caller's own
+// API's shape.
+func (s *Server) ServePort(w http.ResponseWriter, r *http.Request, tenant, id string, port int, prefix string,
+	fail func(w http.ResponseWriter, status int, code, msg string)) error {
 	_, info, err := s.pipe(r.Context(), tenant, id)
 	if err != nil {
 		return err
@@ -51,7 +53,7 @@ func (s *Server) ServePort(w http.ResponseWriter, r *http.Request, tenant, id st
 	if !strings.HasPrefix(r.URL.Path, prefix) {
 		prefix = ""
 	}
-	s.forward(w, r, info, port, prefix)
+	s.forwardWith(w, r, info, port, prefix, fail)
 	return nil
 }
 

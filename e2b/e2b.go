@@ -31,6 +31,10 @@ import (
 // EnvdPort is the port the SDK names for the in-sandbox API.
 const EnvdPort = 49983
 
+// CodeInterpreterPort is the port @e2b/code-interpreter names; it is
+// served by a PortHandler when one is configured, never by the sandbox.
+const CodeInterpreterPort = 49999
+
 // PortHandler serves a port of every sandbox from sandboxd itself (the
 // code interpreter's 49999) rather than from the sandbox. r.URL.Path is the
 // path inside the sandbox ("/execute"); tenant and sandboxID are checked.
@@ -43,7 +47,8 @@ type PortHandler interface {
 // policy.
 type Host interface {
 	CreateSandbox(ctx context.Context, tenant string, req api.CreateSandboxRequest) (sandbox.Info, error)
-	ServePort(w http.ResponseWriter, r *http.Request, tenant, id string, port int, prefix string) error
+	ServePort(w http.ResponseWriter, r *http.Request, tenant, id string, port int, prefix string,
+		fail func(w http.ResponseWriter, status int, code, msg string)) error
 	SetNetwork(ctx context.Context, tenant, id string, p gateway.Policy) (gateway.Status, error)
 }
 
@@ -331,6 +336,7 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, id string
 		tenant = rec.Tenant
 	}
 	r.Header.Del("X-Access-Token")
+	r.Header.Del("E2b-Traffic-Access-Token")
 	switch {
 	case port == EnvdPort:
 		r2 := r.Clone(r.Context())
@@ -344,8 +350,11 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, id string
 			return
 		}
 		h.cfg.Ports[port].ServeSandbox(w, r2, tenant, id)
+	case port == CodeInterpreterPort:
+		writeError(w, http.StatusBadGateway, "the code interpreter (port 49999) is not served by this sandboxd; use commands.run, or ask the operator for a sandboxd that serves @e2b/code-interpreter")
 	default:
-		if err := h.cfg.Host.ServePort(w, r, tenant, id, port, prefix); err != nil {
+		fail := func(w http.ResponseWriter, status int, _, msg string) { writeError(w, status, msg) }
+		if err := h.cfg.Host.ServePort(w, r, tenant, id, port, prefix, fail); err != nil {
 			status := statusOf(err)
 			if status == http.StatusNotFound {
 				status = http.StatusBadGateway

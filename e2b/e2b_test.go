@@ -196,6 +196,43 @@ func TestAuthAndFront(t *testing.T) {
 	if code, _ := do("GET", "/e2b/sandbox/health", map[string]string{"X-Access-Token": h.sign.token("acme", "abc")}); code != 400 {
 		t.Errorf("no sandbox headers: %d", code)
 	}
+	interp := map[string]string{"X-Access-Token": h.sign.token("acme", "abc"), "E2b-Sandbox-Id": "abc", "E2b-Sandbox-Port": "49999"}
+	if code, body := do("POST", "/e2b/sandbox/execute", interp); code != 502 || !strings.Contains(body["message"].(string), "code interpreter") {
+		t.Errorf("49999 without a handler: %d %v", code, body)
+	}
+}
+
+type recordPort struct{ got []string }
+
+func (p *recordPort) ServeSandbox(w http.ResponseWriter, r *http.Request, tenant, sandboxID string) {
+	p.got = append(p.got, r.Method+" "+r.URL.Path+" "+tenant+" "+sandboxID)
+	w.WriteHeader(http.StatusTeapot)
+}
+
+func TestPortHandlersGetTheInnerPath(t *testing.T) {
+	sb := &fakeSandboxes{boxes: map[string]sandbox.Info{"abc": {ID: "abc", Tenant: "acme", State: "running"}}}
+	p := &recordPort{}
+	h := newTestHandler(t, sb, Config{Ports: map[int]PortHandler{49999: p}, Domain: "e2b.test"})
+	tok := h.sign.token("acme", "abc")
+	for _, r := range []*http.Request{
+		httptest.NewRequest("POST", "/e2b/sandbox/execute", nil),
+		httptest.NewRequest("GET", "http://49999-abc.e2b.test/contexts", nil),
+		httptest.NewRequest("GET", "http://49999-abc.e2b.test/x", nil),
+	} {
+		r.Header.Set("E2b-Sandbox-Id", "abc")
+		r.Header.Set("E2b-Sandbox-Port", "49999")
+		if r.URL.Path != "/x" {
+			r.Header.Set("X-Access-Token", tok)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if want := http.StatusTeapot; r.URL.Path != "/x" && rec.Code != want || r.URL.Path == "/x" && rec.Code != 401 {
+			t.Errorf("%s %s: %d", r.Method, r.URL, rec.Code)
+		}
+	}
+	if want := "POST /execute acme abc|GET /contexts acme abc"; strings.Join(p.got, "|") != want {
+		t.Errorf("the handler saw %q, want %q", p.got, want)
+	}
 }
 
 func TestTimeoutKillsOrPausesAndRecordsSurviveARestart(t *testing.T) {

@@ -199,6 +199,18 @@ func readEnvelope(r io.Reader, msg any) (end bool, err error) {
 	return false, nil
 }
 
+// readRequest reads a server stream's one request message into msg, then
+// the body to its end: a body read whole lets net/http notice a client
+// that goes away and lift the read deadline it set for the request.
+func readRequest(r *http.Request, msg any) error {
+	_, err := readEnvelope(r.Body, msg)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(r.Body, maxMessage))
+	return nil
+}
+
 // envelope returns msg's bytes in an envelope with flags.
 func envelope(flags byte, b []byte) []byte {
 	out := make([]byte, 5+len(b))

@@ -3,8 +3,6 @@ package envd
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"io/fs"
 	"math"
 	"net/http"
@@ -304,7 +302,7 @@ func eventsOf(ev proto.WatchEvent, base string, recursive bool) []fsEvent {
 
 func (s *Service) watchDir(w http.ResponseWriter, r *http.Request, t target) {
 	var req watchRequest
-	if _, err := readEnvelope(r.Body, &req); err != nil && !errors.Is(err, io.EOF) {
+	if err := readRequest(r, &req); err != nil {
 		writeUnaryError(w, err)
 		return
 	}

@@ -303,7 +303,7 @@ func (s *Service) signalProcess(ctx context.Context, c *agent.Client, id string,
 
 func (s *Service) startProcess(w http.ResponseWriter, r *http.Request, t target) {
 	var req startRequest
-	if _, err := readEnvelope(r.Body, &req); err != nil && !errors.Is(err, io.EOF) {
+	if err := readRequest(r, &req); err != nil {
 		writeUnaryError(w, err)
 		return
 	}
@@ -353,7 +353,7 @@ func (s *Service) startProcess(w http.ResponseWriter, r *http.Request, t target)
 
 func (s *Service) connectProcess(w http.ResponseWriter, r *http.Request, t target) {
 	var req selectRequest
-	if _, err := readEnvelope(r.Body, &req); err != nil && !errors.Is(err, io.EOF) {
+	if err := readRequest(r, &req); err != nil {
 		writeUnaryError(w, err)
 		return
 	}
