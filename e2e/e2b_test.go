@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,4 +106,70 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestE2BAfterRestart: an E2B sandbox keeps its id, metadata, timeout and
+// access token across a sandboxd restart.
+func TestE2BAfterRestart(t *testing.T) {
+	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
+		t.Skip("set SANDBOXD_TEST_DOCKER=1: the sandbox runs on Docker")
+	}
+	base := t.TempDir()
+	cfg := filepath.Join(base, "sandboxd.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("e2b:\n  templates:\n    base: %q\n", dockerImage())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "docker", filepath.Join(base, "data"), "--config", cfg)
+	call := func(method, path string, hdr map[string]string, body string, out any) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx(t), method, d.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-KEY", d.Token)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if out != nil && json.Unmarshal(b, out) != nil {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return resp.StatusCode
+	}
+	var made struct{ SandboxID, EnvdAccessToken string }
+	if code := call("POST", "/e2b/sandboxes", nil, `{"templateID":"base","timeout":600,"metadata":{"owner":"restart-test"}}`, &made); code != 201 {
+		t.Fatalf("create: %d", code)
+	}
+	type detail struct {
+		SandboxID string
+		State     string
+		EndAt     time.Time
+		Metadata  map[string]string
+	}
+	var before detail
+	call("GET", "/e2b/sandboxes/"+made.SandboxID, nil, "", &before)
+
+	d.restart()
+
+	var after detail
+	if code := call("GET", "/e2b/sandboxes/"+made.SandboxID, nil, "", &after); code != 200 {
+		t.Fatalf("after the restart: %d", code)
+	}
+	if after.State != "running" || after.Metadata["owner"] != "restart-test" || !after.EndAt.Equal(before.EndAt) {
+		t.Errorf("after the restart %+v, before %+v", after, before)
+	}
+	envd := map[string]string{"X-Access-Token": made.EnvdAccessToken, "E2b-Sandbox-Id": made.SandboxID, "E2b-Sandbox-Port": "49983"}
+	var list struct{ Processes []any }
+	if code := call("POST", "/e2b/sandbox/process.Process/List", envd, `{}`, &list); code != 200 {
+		t.Errorf("envd with the token from before the restart: %d", code)
+	}
+	if code := call("DELETE", "/e2b/sandboxes/"+made.SandboxID, nil, "", nil); code != 204 {
+		t.Errorf("kill: %d", code)
+	}
 }
