@@ -81,6 +81,7 @@ type (
 		Metadata      map[string]string `json:"metadata"`
 		State         string            `json:"state"`
 		AllowInternet *bool             `json:"allowInternetAccess,omitempty"`
+		Network       *networkConfig    `json:"network,omitempty"`
 		Lifecycle     *lifecycleOut     `json:"lifecycle,omitempty"`
 		VolumeMounts  []struct{}        `json:"volumeMounts"`
 	}
@@ -376,7 +377,13 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, tenant string) err
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, h.detail(tenant, info))
+	d := h.detail(tenant, info)
+	if sandbox.NetworkOf(info) == sandbox.NetworkProxy && h.cfg.Host != nil {
+		if st, err := h.cfg.Host.Network(r.Context(), tenant, info.ID); err == nil {
+			d.Network = &networkConfig{AllowOut: st.Allow, DenyOut: st.Deny}
+		}
+	}
+	writeJSON(w, http.StatusOK, d)
 	return nil
 }
 

@@ -49,6 +49,7 @@ type Host interface {
 	CreateSandbox(ctx context.Context, tenant string, req api.CreateSandboxRequest) (sandbox.Info, error)
 	ServePort(w http.ResponseWriter, r *http.Request, tenant, id string, port int, prefix string,
 		fail func(w http.ResponseWriter, status int, code, msg string)) error
+	Network(ctx context.Context, tenant, id string) (gateway.Status, error)
 	SetNetwork(ctx context.Context, tenant, id string, p gateway.Policy) (gateway.Status, error)
 }
 

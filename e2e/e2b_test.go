@@ -40,7 +40,8 @@ func TestE2BSDK(t *testing.T) {
 	const domain = "e2b.localhost"
 	base := t.TempDir()
 	cfg := filepath.Join(base, "sandboxd.yaml")
-	yaml := fmt.Sprintf("e2b:\n  domain: %s\n  templates:\n    base: %q\n", domain, dockerImage())
+	// The egress policy lets the network test give sandboxes allow lists.
+	yaml := fmt.Sprintf("e2b:\n  domain: %s\n  templates:\n    base: %q\negress:\n  allow: [allowed.e2b.test, other.e2b.test]\n", domain, dockerImage())
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +56,7 @@ func TestE2BSDK(t *testing.T) {
 		"E2B_SANDBOX_URL="+d.URL+"/e2b/sandbox",
 		"E2B_API_KEY="+d.Token,
 		"E2B_DOMAIN="+domain,
+		"E2B_TEST_EGRESS=1",
 		"NO_COLOR=1",
 	)
 	var out bytes.Buffer
