@@ -371,21 +371,30 @@ func (h *Handler) timeouts() {
 	defer close(h.done)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	retry := map[string]time.Time{} // a failed step's next try
 	for {
 		select {
 		case <-h.stop:
 			return
 		case now := <-t.C:
 			for id, rec := range h.store.due(now) {
-				h.expire(id, rec)
+				if now.Before(retry[id]) {
+					continue
+				}
+				if h.expire(id, rec) {
+					delete(retry, id)
+				} else {
+					// The engine refused: try again in a minute, not every second.
+					retry[id] = now.Add(time.Minute)
+				}
 			}
 		}
 	}
 }
 
 // expire takes the timeout's step for sandbox id: pause it (autoPause) or
-// delete it.
-func (h *Handler) expire(id string, rec record) {
+// delete it. It reports whether the step was taken.
+func (h *Handler) expire(id string, rec record) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var err error
@@ -405,11 +414,11 @@ func (h *Handler) expire(id string, rec record) {
 		h.log.Info("e2b: sandbox timeout reached", "sandbox", id, "tenant", rec.Tenant, "step", "paused")
 		err = h.store.update(id, func(r *record) bool { r.EndAt = time.Time{}; return true })
 	default:
-		// Tried again at the next look.
-		h.log.Warn("e2b: the timeout's step failed", "sandbox", id, "err", err)
-		return
+		h.log.Warn("e2b: the timeout's step failed; it is tried again in a minute", "sandbox", id, "err", err)
+		return false
 	}
 	if err != nil {
 		h.log.Warn("e2b: the sandbox's record cannot be saved", "sandbox", id, "err", err)
 	}
+	return true
 }
