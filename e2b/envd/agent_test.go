@@ -253,7 +253,7 @@ func TestFilesystemAndPollingWatcher(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var evs watcherEventsResponse
-		g.unary("filesystem.Filesystem/GetWatcherEvents", watcherRequest{WatcherID: w.WatcherID}, &evs)
+		g.unary("filesystem.Filesystem/GetWatcherEvents", watcherRequest(w), &evs)
 		if len(evs.Events) > 0 {
 			if evs.Events[0].Name != "up.txt" {
 				t.Errorf("events %+v", evs.Events)
@@ -265,8 +265,8 @@ func TestFilesystemAndPollingWatcher(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	g.unary("filesystem.Filesystem/RemoveWatcher", watcherRequest{WatcherID: w.WatcherID}, nil)
-	if code, _ := g.unary("filesystem.Filesystem/GetWatcherEvents", watcherRequest{WatcherID: w.WatcherID}, nil); code != 404 {
+	g.unary("filesystem.Filesystem/RemoveWatcher", watcherRequest(w), nil)
+	if code, _ := g.unary("filesystem.Filesystem/GetWatcherEvents", watcherRequest(w), nil); code != 404 {
 		t.Errorf("a removed watcher answered %d", code)
 	}
 
