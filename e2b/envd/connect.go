@@ -289,6 +289,27 @@ func (s *stream) End(err error) {
 	s.mu.Unlock()
 }
 
+// streamFail answers a streaming call that fails before its first
+// message: a 200 whose only envelope is the end carrying err. A client of
+// the Connect protocol reads a stream's error only from there; a status
+// other than 200 it would take for the HTTP status's code (404 is
+// "unimplemented" to it, not "not found").
+func streamFail(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "application/connect+json")
+	w.WriteHeader(http.StatusOK)
+	b, _ := json.Marshal(endMessage{Error: toRPC(err)})
+	w.Write(envelope(flagEndStream, b))
+}
+
+// streaming reports whether method of service answers with a stream.
+func streaming(service, method string) bool {
+	switch service + "/" + method {
+	case "process.Process/Start", "process.Process/Connect", "process.Process/StreamInput", "filesystem.Filesystem/WatchDir":
+		return true
+	}
+	return false
+}
+
 // keepalive calls send every interval the client asked for (header
 // Keepalive-Ping-Interval, seconds; none: every 50 s), until ctx ends.
 func keepalive(ctx context.Context, r *http.Request, send func() error) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"testing"
 
@@ -225,3 +226,21 @@ func TestAcceptsGzip(t *testing.T) {
 }
 
 var _ http.ResponseWriter = httptest.NewRecorder()
+
+func TestStreamFailIsA200WithTheEnd(t *testing.T) {
+	rec := httptest.NewRecorder()
+	streamFail(rec, rpcErr(codeNotFound, "process with pid 9 not found"))
+	flags, msgs := frames(t, rec.Body.Bytes())
+	if rec.Code != 200 || rec.Header().Get("Content-Type") != "application/connect+json" || len(msgs) != 1 || flags[0] != flagEndStream ||
+		msgs[0] != `{"error":{"code":"not_found","message":"process with pid 9 not found"}}` {
+		t.Errorf("%d %q %v %q", rec.Code, rec.Header().Get("Content-Type"), flags, msgs)
+	}
+}
+
+func TestWalkOrder(t *testing.T) {
+	paths := []string{"/p/a-b", "/p/b", "/p/a/x", "/p/a", "/p/a/x/y", "/p/a.txt"}
+	sort.Slice(paths, func(i, j int) bool { return walkBefore(paths[i], paths[j]) })
+	if want := "/p/a /p/a/x /p/a/x/y /p/a-b /p/a.txt /p/b"; strings.Join(paths, " ") != want {
+		t.Errorf("%v, want %s", paths, want)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -200,6 +201,9 @@ func (s *Service) serveFilesystem(w http.ResponseWriter, r *http.Request, t targ
 			if es == nil {
 				es = []entryInfo{}
 			}
+			// In the order of a walk, as envd lists: each directory's
+			// entries by name, a directory's contents right after it.
+			sort.Slice(es, func(i, j int) bool { return walkBefore(es[i].Path, es[j].Path) })
 			writeUnary(w, listDirResponse{Entries: es})
 		}
 	case "MakeDir":
@@ -245,6 +249,18 @@ func (s *Service) serveFilesystem(w http.ResponseWriter, r *http.Request, t targ
 	default:
 		writeUnaryError(w, rpcErr(codeUnimplemented, "filesystem.Filesystem/%s is not a method sandboxd serves", method))
 	}
+}
+
+// walkBefore reports whether a walk meets path a before path b: the first
+// element they differ in decides, by name.
+func walkBefore(a, b string) bool {
+	ea, eb := strings.Split(a, "/"), strings.Split(b, "/")
+	for i := 0; i < len(ea) && i < len(eb); i++ {
+		if ea[i] != eb[i] {
+			return ea[i] < eb[i]
+		}
+	}
+	return len(ea) < len(eb)
 }
 
 // answerEntry answers with the entry at abs, or err.
@@ -303,12 +319,12 @@ func eventsOf(ev proto.WatchEvent, base string, recursive bool) []fsEvent {
 func (s *Service) watchDir(w http.ResponseWriter, r *http.Request, t target) {
 	var req watchRequest
 	if err := readRequest(r, &req); err != nil {
-		writeUnaryError(w, err)
+		streamFail(w, err)
 		return
 	}
 	timeout, err := callTimeout(r)
 	if err != nil {
-		writeUnaryError(w, err)
+		streamFail(w, err)
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -320,7 +336,7 @@ func (s *Service) watchDir(w http.ResponseWriter, r *http.Request, t target) {
 	}
 	ws, err := openWatch(ctx, t, absIn(t.info, req.Path))
 	if err != nil {
-		writeUnaryError(w, err)
+		streamFail(w, err)
 		return
 	}
 	stop := context.AfterFunc(ctx, func() { ws.Close() })

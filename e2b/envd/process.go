@@ -304,16 +304,16 @@ func (s *Service) signalProcess(ctx context.Context, c *agent.Client, id string,
 func (s *Service) startProcess(w http.ResponseWriter, r *http.Request, t target) {
 	var req startRequest
 	if err := readRequest(r, &req); err != nil {
-		writeUnaryError(w, err)
+		streamFail(w, err)
 		return
 	}
 	timeout, err := callTimeout(r)
 	if err != nil {
-		writeUnaryError(w, err)
+		streamFail(w, err)
 		return
 	}
 	if req.Process == nil || req.Process.Cmd == "" {
-		writeUnaryError(w, rpcErr(codeInvalidArgument, "the request has no process.cmd; give the program to run"))
+		streamFail(w, rpcErr(codeInvalidArgument, "the request has no process.cmd; give the program to run"))
 		return
 	}
 	ps := &proto.ProcStartRequest{
@@ -334,7 +334,7 @@ func (s *Service) startProcess(w http.ResponseWriter, r *http.Request, t target)
 	}
 	p, err := t.c.ProcStart(r.Context(), ps)
 	if err != nil {
-		writeUnaryError(w, err)
+		streamFail(w, err)
 		return
 	}
 	if req.Pty == nil && (req.Stdin == nil || !*req.Stdin) {
@@ -354,26 +354,26 @@ func (s *Service) startProcess(w http.ResponseWriter, r *http.Request, t target)
 func (s *Service) connectProcess(w http.ResponseWriter, r *http.Request, t target) {
 	var req selectRequest
 	if err := readRequest(r, &req); err != nil {
-		writeUnaryError(w, err)
+		streamFail(w, err)
 		return
 	}
 	timeout, err := callTimeout(r)
 	if err != nil {
-		writeUnaryError(w, err)
+		streamFail(w, err)
 		return
 	}
 	id, err := resolve(r.Context(), t.c, req.Process)
 	if err != nil {
-		writeUnaryError(w, err)
+		streamFail(w, err)
 		return
 	}
 	p, err := t.c.ProcGet(r.Context(), id, 0)
 	if err != nil {
-		writeUnaryError(w, notFoundProc(err, req.Process))
+		streamFail(w, notFoundProc(err, req.Process))
 		return
 	}
 	if p.State != proto.ProcRunning {
-		writeUnaryError(w, rpcErr(codeNotFound, "process with pid %d is not running (it %s)", pidOf(id), p.State))
+		streamFail(w, rpcErr(codeNotFound, "process with pid %d is not running (it %s)", pidOf(id), p.State))
 		return
 	}
 	// Like envd, a connection gets the output from now on.

@@ -142,6 +142,8 @@ func (s *Service) ServeSandbox(w http.ResponseWriter, r *http.Request, tenant, s
 			writeJSONBody(w, rpcErr(codeUnavailable, "%s", err.Error()))
 		case errors.As(err, &g):
 			writeHTTPError(w, http.StatusBadGateway, err.Error())
+		case isRPC && streaming(service, method):
+			streamFail(w, err)
 		case isRPC:
 			writeUnaryError(w, err)
 		default:

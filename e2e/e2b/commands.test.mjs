@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { CommandExitError, TimeoutError } from 'e2b'
+import { CommandExitError, NotFoundError, TimeoutError } from 'e2b'
 import { newSandbox, waitFor } from './helpers.mjs'
 
 test('commands', async (t) => {
@@ -60,6 +60,7 @@ test('commands', async (t) => {
     await assert.rejects(h.wait(), (e) => e instanceof CommandExitError && e.exitCode !== 0)
     assert.ok(!(await sbx.commands.list()).some((p) => p.pid === h.pid))
     assert.equal(await sbx.commands.kill(h.pid), false)
+    await assert.rejects(sbx.commands.connect(h.pid), (e) => e instanceof NotFoundError)
   })
 
   await t.test('a command past its timeoutMs raises TimeoutError and is killed', async () => {

@@ -56,7 +56,8 @@ test('files', async (t) => {
     const top = await sbx.files.list('tree')
     assert.deepEqual(top.map((e) => [e.name, e.type]), [['one', 'dir']])
     const deep = await sbx.files.list('tree', { depth: 3 })
-    assert.deepEqual(deep.map((e) => e.name).sort(), ['leaf.txt', 'one', 'two'])
+    // In the order of a walk, as E2B lists.
+    assert.deepEqual(deep.map((e) => e.name), ['one', 'two', 'leaf.txt'])
     const leaf = deep.find((e) => e.name === 'leaf.txt')
     assert.equal(leaf.size, 4)
     assert.equal(leaf.type, 'file')
@@ -92,10 +93,12 @@ test('files', async (t) => {
     }
   })
 
-  await t.test('errors: a missing file is FileNotFoundError, listing a file InvalidArgumentError', async () => {
+  await t.test('errors: a missing file or directory is FileNotFoundError, listing a file or reading a directory InvalidArgumentError', async () => {
     await assert.rejects(sbx.files.read('no/such/file.txt'), (e) => e instanceof FileNotFoundError && e instanceof NotFoundError)
     await assert.rejects(sbx.files.getInfo('no/such/file.txt'), (e) => e instanceof FileNotFoundError)
     await sbx.files.write('plain.txt', 'p')
     await assert.rejects(sbx.files.list('plain.txt'), (e) => e instanceof InvalidArgumentError)
+    await assert.rejects(sbx.files.watchDir('no/such/dir', () => {}), (e) => e instanceof FileNotFoundError)
+    await assert.rejects(sbx.files.read('.'), (e) => e instanceof InvalidArgumentError)
   })
 })
