@@ -20,8 +20,9 @@ import (
 
 // process.Process onto the agent's long-lived processes (the ones the
 // process tool and /v1/sandboxes/{id}/processes show). E2B's pid is the
-// number of the agent's id ("p7" is pid 7): unique for the agent's life and
-// never given out again, unlike a kernel pid.
+// process's pid in the sandbox, as envd's is, so `kill` and `ps` in the
+// sandbox agree with the SDK; a pid is looked up among the agent's
+// processes, the newest first.
 
 // Wire messages of process.Process (proto3 JSON names).
 type (
@@ -140,11 +141,8 @@ const (
 	labelTag = "e2b.tag"
 )
 
-// pidOf is E2B's pid of the agent's process id.
-func pidOf(id string) uint32 {
-	n, _ := strconv.ParseUint(strings.TrimPrefix(id, "p"), 10, 32)
-	return uint32(n)
-}
+// pidOf is E2B's pid of an agent's process.
+func pidOf(p *proto.ProcInfo) uint32 { return uint32(max(p.PID, 0)) }
 
 // resolve finds the agent's process id of sel.
 func resolve(ctx context.Context, c *agent.Client, sel *processSelector) (string, error) {
@@ -152,7 +150,19 @@ func resolve(ctx context.Context, c *agent.Client, sel *processSelector) (string
 	case sel == nil:
 		return "", rpcErr(codeInvalidArgument, "the request names no process; give process.pid or process.tag")
 	case sel.Pid != nil:
-		return "p" + strconv.FormatUint(uint64(*sel.Pid), 10), nil
+		ps, err := c.ProcList(ctx, nil)
+		if err != nil {
+			return "", err
+		}
+		// The running one first: an ended process's pid may be reused.
+		for _, running := range []bool{true, false} {
+			for i := len(ps) - 1; i >= 0; i-- {
+				if uint32(ps[i].PID) == *sel.Pid && (ps[i].State == proto.ProcRunning) == running {
+					return ps[i].ID, nil
+				}
+			}
+		}
+		return "", rpcErr(codeNotFound, "process with pid %d not found", *sel.Pid)
 	case sel.Tag != nil:
 		ps, err := c.ProcList(ctx, map[string]string{labelTag: *sel.Tag})
 		if err != nil {
@@ -201,7 +211,7 @@ func (s *Service) serveProcess(w http.ResponseWriter, r *http.Request, t target,
 			if p.State != proto.ProcRunning {
 				continue
 			}
-			pi := processInfo{Pid: pidOf(p.ID), Config: processConfig{Envs: map[string]string{}}}
+			pi := processInfo{Pid: pidOf(&p), Config: processConfig{Envs: map[string]string{}}}
 			if len(p.Argv) > 0 {
 				pi.Config.Cmd, pi.Config.Args = p.Argv[0], p.Argv[1:]
 			}
@@ -291,7 +301,7 @@ func (s *Service) signalProcess(ctx context.Context, c *agent.Client, id string,
 			return err
 		}
 		if p.State != proto.ProcRunning {
-			return rpcErr(codeNotFound, "process with pid %d is not running (it %s)", pidOf(id), p.State)
+			return rpcErr(codeNotFound, "process with pid %d is not running (it %s)", pidOf(p), p.State)
 		}
 		_, err = c.ProcKill(ctx, id)
 		return err
@@ -348,7 +358,7 @@ func (s *Service) startProcess(w http.ResponseWriter, r *http.Request, t target)
 		// envd kills a command at its timeout, whoever still listens.
 		s.killAt(t.tenant, t.info.ID, p.ID, timeout)
 	}
-	s.stream(w, r, t, p.ID, 0, timeout, true)
+	s.stream(w, r, t, p.ID, pidOf(p), 0, timeout)
 }
 
 func (s *Service) connectProcess(w http.ResponseWriter, r *http.Request, t target) {
@@ -373,17 +383,17 @@ func (s *Service) connectProcess(w http.ResponseWriter, r *http.Request, t targe
 		return
 	}
 	if p.State != proto.ProcRunning {
-		streamFail(w, rpcErr(codeNotFound, "process with pid %d is not running (it %s)", pidOf(id), p.State))
+		streamFail(w, rpcErr(codeNotFound, "process with pid %d is not running (it %s)", pidOf(p), p.State))
 		return
 	}
 	// Like envd, a connection gets the output from now on.
-	s.stream(w, r, t, id, p.Output, timeout, false)
+	s.stream(w, r, t, id, pidOf(p), p.Output, timeout)
 }
 
 // stream answers a Start or Connect call: the start event, the process's
 // output from since as data events, and its end. A timeout ends the stream
 // with deadline_exceeded (Start has set the process's kill for it).
-func (s *Service) stream(w http.ResponseWriter, r *http.Request, t target, id string, since int64, timeout time.Duration, started bool) {
+func (s *Service) stream(w http.ResponseWriter, r *http.Request, t target, id string, pid uint32, since int64, timeout time.Duration) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	if timeout > 0 {
@@ -396,7 +406,7 @@ func (s *Service) stream(w http.ResponseWriter, r *http.Request, t target, id st
 		writeUnaryError(w, err)
 		return
 	}
-	if st.Send(eventResponse{Event: processEvent{Start: &startEvent{Pid: pidOf(id)}}}) != nil {
+	if st.Send(eventResponse{Event: processEvent{Start: &startEvent{Pid: pid}}}) != nil {
 		return
 	}
 	go keepalive(ctx, r, func() error { return st.Send(eventResponse{Event: processEvent{Keepalive: &struct{}{}}}) })

@@ -55,12 +55,17 @@ test('commands', async (t) => {
   })
 
   await t.test('kill ends a background command and says false for one that is gone', async () => {
-    const h = await sbx.commands.run('sleep 600', { background: true })
+    const h = await sbx.commands.run('echo $$; sleep 600', { background: true })
+    // The pid is the process's pid in the sandbox, as on E2B.
+    await waitFor('the shell to print its pid', 10_000, () => h.stdout !== '')
+    assert.equal(h.stdout, `${h.pid}\n`)
+    await sbx.commands.run(`kill -0 ${h.pid}`)
     assert.equal(await sbx.commands.kill(h.pid), true)
     await assert.rejects(h.wait(), (e) => e instanceof CommandExitError && e.exitCode !== 0)
     assert.ok(!(await sbx.commands.list()).some((p) => p.pid === h.pid))
     assert.equal(await sbx.commands.kill(h.pid), false)
     await assert.rejects(sbx.commands.connect(h.pid), (e) => e instanceof NotFoundError)
+    await assert.rejects(sbx.commands.run(`kill -0 ${h.pid}`), (e) => e instanceof CommandExitError)
   })
 
   await t.test('a command past its timeoutMs raises TimeoutError and is killed', async () => {
