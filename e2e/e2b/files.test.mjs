@@ -31,6 +31,17 @@ test('files', async (t) => {
     assert.deepEqual(Uint8Array.from(chunks), data)
   })
 
+  await t.test('an empty file reads as empty in every format', async () => {
+    await sbx.files.write('empty.txt', '')
+    assert.equal(await sbx.files.read('empty.txt'), '')
+    assert.equal((await sbx.files.read('empty.txt', { format: 'bytes' })).length, 0)
+    assert.equal((await sbx.files.read('empty.txt', { format: 'blob' })).size, 0)
+    let n = 0
+    for await (const c of await sbx.files.read('empty.txt', { format: 'stream' })) n += c.length
+    assert.equal(n, 0)
+    await assert.rejects(sbx.files.rename('no-such.txt', 'other.txt'), (e) => e instanceof FileNotFoundError)
+  })
+
   await t.test('a stream upload and gzip both ways', async () => {
     const data = allBytes()
     const body = new ReadableStream({ start(c) { c.enqueue(data.slice(0, 100)); c.enqueue(data.slice(100)); c.close() } })
