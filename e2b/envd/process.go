@@ -459,7 +459,14 @@ func (s *Service) follow(ctx context.Context, st *stream, t target, id string, s
 				return st.Send(eventResponse{Event: processEvent{End: endOf(fr.Exit)}})
 			}
 		}
-		if _, cur, err := s.conn(ctx, t.tenant, t.info.ID); err == nil {
+		_, cur, err := s.conn(ctx, t.tenant, t.info.ID)
+		var g errGone
+		switch {
+		case errors.As(err, &g):
+			// Killed meanwhile: the SDK reports unavailable as the
+			// sandbox's end.
+			return rpcErr(codeUnavailable, "%s", err.Error())
+		case err == nil:
 			c = cur
 		}
 	}

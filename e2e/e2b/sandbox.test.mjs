@@ -71,7 +71,10 @@ test('pause, then connect resumes with files and processes', async (t) => {
 
 test('kill; a killed sandbox is NotFoundError', async (t) => {
   const sbx = await newSandbox(t)
+  const running = await sbx.commands.run('sleep 600', { background: true })
   assert.equal(await sbx.kill(), true)
+  // A command whose sandbox is killed under it ends as E2B's do.
+  await assert.rejects(running.wait(), (e) => e instanceof TimeoutError)
   assert.equal(await sbx.kill(), false)
   await assert.rejects(Sandbox.connect(sbx.sandboxId), (e) => e instanceof NotFoundError)
   await assert.rejects(sbx.getInfo(), (e) => e instanceof NotFoundError)
