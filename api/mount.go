@@ -26,6 +26,16 @@ func WithE2B(build func(s *Server) http.Handler, host func(host string) bool) Op
 	return func(s *Server) { s.mountBuild, s.mountHost = build, host }
 }
 
+// SetRequestTenant names the tenant in the request log line of the
+// request ctx belongs to, for a mounted API that authenticates on its own.
+func SetRequestTenant(ctx context.Context, tenant string) {
+	if ri, _ := ctx.Value(reqInfoKey).(*reqInfo); ri != nil {
+		ri.mu.Lock()
+		ri.tenant = tenant
+		ri.mu.Unlock()
+	}
+}
+
 // mounted is the route of the mounted handler; nil when none is.
 func (s *Server) mounted() http.Handler {
 	if s.mount == nil {

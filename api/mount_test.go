@@ -2,6 +2,7 @@ package api
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,10 +15,12 @@ func TestMountServesItsPrefixAndHosts(t *testing.T) {
 	mount := WithE2B(func(s *Server) http.Handler {
 		built = s
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			SetRequestTenant(r.Context(), "a")
 			io.WriteString(w, "mounted "+r.Host+" "+r.URL.Path)
 		})
 	}, func(host string) bool { return strings.HasSuffix(host, ".e2b.test") })
-	h := newHarness(t, mount)
+	var logs syncBuffer
+	h := newHarness(t, mount, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if built != h.srv {
 		t.Fatalf("the mount was built with %p, not the server %p", built, h.srv)
 	}
@@ -45,5 +48,9 @@ func TestMountServesItsPrefixAndHosts(t *testing.T) {
 	}
 	if code, body := get("", "/v1/whoami"); code != http.StatusUnauthorized || strings.Contains(body, "mounted") {
 		t.Errorf("GET /v1/whoami without a token: %d %q, want the API's 401", code, body)
+	}
+	// The request log names the tenant the mount authenticated.
+	if !strings.Contains(logs.String(), "tenant=a method=GET path=/e2b/sandboxes") {
+		t.Errorf("the request log lacks the mount's tenant:\n%s", logs.String())
 	}
 }

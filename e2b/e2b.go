@@ -280,6 +280,7 @@ func (h *Handler) authed(f func(w http.ResponseWriter, r *http.Request, tenant s
 			writeError(w, http.StatusUnauthorized, "the API key is not a token sandboxd knows; use the whole token of a configured tenant (or the admin token in DATA_DIR/token)")
 			return
 		}
+		api.SetRequestTenant(r.Context(), tenant)
 		if err := f(w, r, tenant); err != nil {
 			writeError(w, statusOf(err), err.Error())
 		}
@@ -318,6 +319,7 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, id string
 			return
 		}
 		tenant = t
+		api.SetRequestTenant(r.Context(), tenant)
 	}
 	inner := strings.TrimPrefix(r.URL.Path, prefix)
 	if inner == "" {
