@@ -272,3 +272,70 @@ func TestTimeoutKillsOrPausesAndRecordsSurviveARestart(t *testing.T) {
 		t.Errorf("the later one's end moved: %v", rec.EndAt)
 	}
 }
+
+func (f *fakeSandboxes) List(_ context.Context, tenant, _ string) ([]sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []sandbox.Info
+	for _, b := range f.boxes {
+		if b.Tenant == tenant {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+func TestListFiltersAndPages(t *testing.T) {
+	at := func(m int) time.Time { return time.Date(2026, 1, 1, 0, m, 0, 0, time.UTC) }
+	sb := &fakeSandboxes{boxes: map[string]sandbox.Info{
+		"s1": {ID: "s1", Tenant: "acme", State: "running", CreatedAt: at(1)},
+		"s2": {ID: "s2", Tenant: "acme", State: "paused", CreatedAt: at(2)},
+		"s3": {ID: "s3", Tenant: "acme", State: "hibernated", CreatedAt: at(3)},
+		"s4": {ID: "s4", Tenant: "acme", State: "stopped", CreatedAt: at(4)},
+		"x1": {ID: "x1", Tenant: "other", State: "running", CreatedAt: at(5)},
+	}}
+	h := newTestHandler(t, sb, Config{})
+	h.store.update("s1", func(r *record) bool { *r = record{Tenant: "acme", Metadata: map[string]string{"team": "a b"}}; return true })
+	h.store.update("s3", func(r *record) bool { *r = record{Tenant: "acme", Metadata: map[string]string{"team": "a b"}}; return true })
+	list := func(query string) ([]string, string) {
+		r := httptest.NewRequest("GET", "/e2b/v2/sandboxes?"+query, nil)
+		r.Header.Set("X-API-KEY", "tok-acme")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Code != 200 {
+			t.Fatalf("%s: %d %s", query, rec.Code, rec.Body)
+		}
+		var out []struct{ SandboxID, State string }
+		json.Unmarshal(rec.Body.Bytes(), &out)
+		var ids []string
+		for _, o := range out {
+			ids = append(ids, o.SandboxID+":"+o.State)
+		}
+		return ids, rec.Header().Get("X-Next-Token")
+	}
+	if ids, next := list(""); strings.Join(ids, " ") != "s3:paused s2:paused s1:running" || next != "" {
+		t.Errorf("all: %v next %q", ids, next)
+	}
+	if ids, next := list("limit=2"); strings.Join(ids, " ") != "s3:paused s2:paused" || next != "2" {
+		t.Errorf("page 1: %v next %q", ids, next)
+	}
+	if ids, next := list("limit=2&nextToken=2&order=desc"); strings.Join(ids, " ") != "s1:running" || next != "" {
+		t.Errorf("page 2: %v next %q", ids, next)
+	}
+	if ids, _ := list("state=running&order=asc"); strings.Join(ids, " ") != "s1:running" {
+		t.Errorf("running: %v", ids)
+	}
+	meta := url.Values{"metadata": {url.Values{"team": {url.QueryEscape("a b")}}.Encode()}, "state": {"running,paused"}, "order": {"asc"}}
+	if ids, _ := list(meta.Encode()); strings.Join(ids, " ") != "s1:running s3:paused" {
+		t.Errorf("metadata team=a b: %v", ids)
+	}
+	for _, bad := range []string{"limit=0", "limit=101", "state=gone", "nextToken=x"} {
+		r := httptest.NewRequest("GET", "/e2b/v2/sandboxes?"+bad, nil)
+		r.Header.Set("X-API-KEY", "tok-acme")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Code != 400 {
+			t.Errorf("%s: %d", bad, rec.Code)
+		}
+	}
+}
