@@ -295,8 +295,14 @@ func TestListFiltersAndPages(t *testing.T) {
 		"x1": {ID: "x1", Tenant: "other", State: "running", CreatedAt: at(5)},
 	}}
 	h := newTestHandler(t, sb, Config{})
-	h.store.update("s1", func(r *record) bool { *r = record{Tenant: "acme", Metadata: map[string]string{"team": "a b"}}; return true })
-	h.store.update("s3", func(r *record) bool { *r = record{Tenant: "acme", Metadata: map[string]string{"team": "a b"}}; return true })
+	h.store.update("s1", func(r *record) bool {
+		*r = record{Tenant: "acme", Metadata: map[string]string{"team": "a b"}}
+		return true
+	})
+	h.store.update("s3", func(r *record) bool {
+		*r = record{Tenant: "acme", Metadata: map[string]string{"team": "a b"}}
+		return true
+	})
 	list := func(query string) ([]string, string) {
 		r := httptest.NewRequest("GET", "/e2b/v2/sandboxes?"+query, nil)
 		r.Header.Set("X-API-KEY", "tok-acme")
