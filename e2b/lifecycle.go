@@ -237,9 +237,13 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, tenant string) er
 	for i := range convs {
 		convs[i] = newConversation()
 	}
-	_, made, failed, err := h.cfg.Sandboxes.Fork(r.Context(), tenant, info.ID, convs)
+	snap, made, failed, err := h.cfg.Sandboxes.Fork(r.Context(), tenant, info.ID, convs)
 	if err != nil && len(made) == 0 {
 		return err
+	}
+	// E2B's fork leaves no snapshot behind; the copies keep their files.
+	if err := h.cfg.Sandboxes.DeleteSnapshot(r.Context(), tenant, snap.ID); err != nil {
+		h.log.Warn("e2b: the fork's snapshot cannot be removed", "snapshot", snap.ID, "err", err)
 	}
 	src, _ := h.store.get(info.ID)
 	out := []forkResult{}

@@ -28,6 +28,8 @@ test('createSnapshot, listSnapshots, a sandbox from the snapshot, fork, deleteSn
     assert.notEqual(c.sandboxId, sbx.sandboxId)
     assert.equal(await c.files.read('state.txt'), 'after the snapshot')
   }
+  // A fork leaves no snapshot of its own behind, as on E2B.
+  assert.deepEqual((await sbx.listSnapshots().nextItems()).map((s) => s.snapshotId), [snap.snapshotId])
   await copies[0].files.write('state.txt', 'changed in one copy')
   assert.equal(await sbx.files.read('state.txt'), 'after the snapshot')
 
