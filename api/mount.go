@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/sandboxd/sandboxd/egress/gateway"
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -36,12 +37,26 @@ func SetRequestTenant(ctx context.Context, tenant string) {
 	}
 }
 
+// MountSandboxPrefix is the mounted API's requests into a sandbox: their
+// bodies (uploads, input streamed to a process, a proxied app's requests)
+// last as long as the sandbox's side lets them, like the port proxy's, so
+// they are not held to the API's body pace.
+const MountSandboxPrefix = "/e2b/sandbox"
+
 // mounted is the route of the mounted handler; nil when none is.
 func (s *Server) mounted() http.Handler {
 	if s.mount == nil {
 		return nil
 	}
-	return s.mount
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == MountSandboxPrefix || strings.HasPrefix(r.URL.Path, MountSandboxPrefix+"/") {
+			if p, ok := r.Body.(*pacedBody); ok {
+				r.Body = p.ReadCloser
+			}
+			http.NewResponseController(w).SetReadDeadline(time.Time{})
+		}
+		s.mount.ServeHTTP(w, r)
+	})
 }
 
 // mountedHost reports whether r's host belongs to the mounted handler.

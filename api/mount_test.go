@@ -1,11 +1,14 @@
 package api
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The mounted API gets every path under /e2b/ and, whatever the path, the
@@ -52,5 +55,34 @@ func TestMountServesItsPrefixAndHosts(t *testing.T) {
 	// The request log names the tenant the mount authenticated.
 	if !strings.Contains(logs.String(), "tenant=a method=GET path=/e2b/sandboxes") {
 		t.Errorf("the request log lacks the mount's tenant:\n%s", logs.String())
+	}
+}
+
+// Requests into a sandbox through the mount (uploads, input streamed to a
+// process) are not held to the body pace; its control requests are.
+func TestMountSandboxBodiesAreNotPaced(t *testing.T) {
+	mount := WithE2B(func(*Server) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, err := io.ReadAll(r.Body)
+			if err != nil {
+				w.WriteHeader(http.StatusBadRequest)
+				io.WriteString(w, "cut: "+err.Error())
+				return
+			}
+			io.WriteString(w, "read "+strconv.Itoa(len(b)))
+		})
+	}, nil)
+	h := newHarness(t, mount, WithBodyTimeout(300*time.Millisecond))
+	addr := h.http.Listener.Addr().String()
+	body := strings.Repeat("x", 12)
+	head := func(path string) string {
+		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n", path, len(body))
+	}
+	// 12 bytes 100 ms apart: past the 300 ms pace.
+	if status, answer, _ := trickle(t, addr, head("/e2b/sandbox/files"), body, 100*time.Millisecond); status != 200 || answer != "read 12" {
+		t.Errorf("a slow upload into a sandbox: %d %q", status, answer)
+	}
+	if status, answer, _ := trickle(t, addr, head("/e2b/sandboxes"), body, 100*time.Millisecond); status == 200 {
+		t.Errorf("a slow control body was taken: %d %q", status, answer)
 	}
 }
