@@ -118,6 +118,11 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 				slog.Int64("bytes", sw.bytes),
 				slog.Duration("duration", d))
 		}()
+		if s.mountedHost(r) {
+			// The mounted API's sandbox host names ({port}-{id}.{domain}).
+			s.mount.ServeHTTP(sw, r)
+			return
+		}
 		if l, ok := s.previewHost(r); ok {
 			// A host-based preview owns its whole host: every path is the app's.
 			s.servePreview(sw, s.paceBody(sw, r), l)

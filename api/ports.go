@@ -71,6 +71,14 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request, tenant string
 // longer under the API's pace: an upload or a WebSocket lasts as long as
 // the app in the sandbox lets it.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, info sandbox.Info, port int, prefix string) {
+	s.forwardWith(w, r, info, port, prefix, func(w http.ResponseWriter, status int, code, msg string) {
+		writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
+	})
+}
+
+// forwardWith is forward with the proxy's errors written by fail.
+func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, info sandbox.Info, port int, prefix string,
+	fail func(w http.ResponseWriter, status int, code, msg string)) {
 	if p, ok := r.Body.(*pacedBody); ok {
 		r.Body = p.ReadCloser
 	}
@@ -85,9 +93,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, info sandbox.In
 			}
 			return cur.Dial(ctx, &proto.DialRequest{Network: "tcp", Address: addr})
 		},
-		Fail: func(w http.ResponseWriter, status int, code, msg string) {
-			writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
-		}})
+		Fail: fail})
 }
 
 // portOf reads a port from the path.

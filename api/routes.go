@@ -339,6 +339,10 @@ func routeTable() []route {
 		// Path-based previews: the link's token is the permission, for one
 		// port of one sandbox (previews.go).
 		{scope: ScopePreview, noDoc: true, serve: public((*Server).servePathPreview), Route: openapi.Route{Path: ports.PathPrefix + "{token}/{path...}", ID: "preview"}},
+		// The E2B API (package e2b), which authenticates on its own. Its
+		// requests are served by the replica they reach: it has no scope
+		// of its own yet (a sandbox id in a path or a header).
+		{scope: ScopeNone, noDoc: true, serve: (*Server).mounted, Route: openapi.Route{Path: MountPrefix, ID: "e2b"}},
 		{scope: ScopeNone, noDoc: true, serve: public((*Server).notFound), Route: openapi.Route{Path: "/", ID: "notFound"}},
 	}
 }

@@ -80,8 +80,10 @@ func TestRouteTable(t *testing.T) {
 	}
 
 	// The mux serves every route of the table at the route's own pattern
-	// (a server with every optional route: /metrics needs a gatherer).
-	mux := newHarness(t, WithGatherer(prometheus.NewRegistry())).srv.routes()
+	// (a server with every optional route: /metrics needs a gatherer, the
+	// E2B API a handler).
+	e2b := WithE2B(func(*Server) http.Handler { return http.NotFoundHandler() }, nil)
+	mux := newHarness(t, WithGatherer(prometheus.NewRegistry()), e2b).srv.routes()
 	for _, rt := range Routes() {
 		req, err := http.NewRequest(cmpOr(rt.Method, "GET"), samplePath(rt), nil)
 		if err != nil {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -14,8 +15,20 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, tenant st
 	if err := decodeJSON(w, r, s.maxBody, &req); err != nil {
 		return err
 	}
-	if err := sandbox.ValidateConversation(req.Conversation); err != nil {
+	info, err := s.CreateSandbox(r.Context(), tenant, req)
+	if err != nil {
 		return err
+	}
+	writeJSON(w, http.StatusCreated, sandboxOf(info))
+	return nil
+}
+
+// CreateSandbox makes the tenant's sandbox as POST /v1/sandboxes does (the
+// default image, network and lifecycle, the egress checks), for front ends
+// that speak another API over the same sandboxes (package e2b).
+func (s *Server) CreateSandbox(ctx context.Context, tenant string, req CreateSandboxRequest) (sandbox.Info, error) {
+	if err := sandbox.ValidateConversation(req.Conversation); err != nil {
+		return sandbox.Info{}, err
 	}
 	spec := sandbox.Spec{
 		Tenant:       tenant,
@@ -29,7 +42,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, tenant st
 		spec.Image = s.image
 	}
 	if spec.Snapshot != "" && req.Image != "" {
-		return errdefs.InvalidArgument("give an image or a snapshot, not both: a sandbox made from a snapshot runs the snapshot's image")
+		return sandbox.Info{}, errdefs.InvalidArgument("give an image or a snapshot, not both: a sandbox made from a snapshot runs the snapshot's image")
 	}
 	if req.Egress != nil || len(req.Secrets) > 0 {
 		spec.Egress = &sandbox.EgressSpec{Secrets: req.Secrets}
@@ -40,46 +53,41 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, tenant st
 	switch spec.Network {
 	case "", "none", "bridge", sandbox.NetworkProxy:
 	default:
-		return errdefs.InvalidArgument("network %q is not supported; use \"none\" (the default), \"bridge\" or \"proxy\"", spec.Network)
+		return sandbox.Info{}, errdefs.InvalidArgument("network %q is not supported; use \"none\" (the default), \"bridge\" or \"proxy\"", spec.Network)
 	}
 	if s.egress != nil {
 		if err := s.egress.Prepare(tenant, &spec); err != nil {
-			return err
+			return sandbox.Info{}, err
 		}
 	} else {
 		if spec.Network == "" {
 			spec.Network = DefaultNetwork
 		}
 		if spec.Network == sandbox.NetworkProxy || spec.Egress != nil {
-			return errdefs.FailedPrecondition("this sandboxd serves no egress proxy, so network \"proxy\", egress rules and secrets are not available; use \"none\" or \"bridge\"")
+			return sandbox.Info{}, errdefs.FailedPrecondition("this sandboxd serves no egress proxy, so network \"proxy\", egress rules and secrets are not available; use \"none\" or \"bridge\"")
 		}
 	}
 	var err error
 	if spec.Lifecycle, err = s.lifecycleSpec(tenant, req.Lifecycle); err != nil {
-		return err
+		return sandbox.Info{}, err
 	}
 	if req.Resources != nil {
 		spec.Resources = sandbox.Resources{CPUs: req.Resources.CPUs, MemoryMB: req.Resources.MemoryMB, Pids: req.Resources.Pids}
 		if spec.Resources.CPUs < 0 || spec.Resources.MemoryMB < 0 || spec.Resources.Pids < 0 {
-			return errdefs.InvalidArgument("resources must not be negative; leave a field out (or 0) for the default")
+			return sandbox.Info{}, errdefs.InvalidArgument("resources must not be negative; leave a field out (or 0) for the default")
 		}
 	}
 	if req.Workspace != nil {
 		if req.Workspace.HostPath == "" {
-			return errdefs.InvalidArgument("workspace.host_path is empty; give an absolute host directory, or leave workspace out")
+			return sandbox.Info{}, errdefs.InvalidArgument("workspace.host_path is empty; give an absolute host directory, or leave workspace out")
 		}
 		p, err := s.hostPaths.Check(tenant, req.Workspace.HostPath)
 		if err != nil {
-			return err
+			return sandbox.Info{}, err
 		}
 		spec.HostWorkspace = p
 	}
-	info, err := s.sandboxes.Create(r.Context(), spec)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, sandboxOf(info))
-	return nil
+	return s.sandboxes.Create(ctx, spec)
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, tenant string) error {

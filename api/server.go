@@ -113,8 +113,11 @@ type Server struct {
 	ownProxyOnce sync.Once // makes ownProxy
 	runTokens    *RunTokens
 	onBuilt      []func(http.Handler)
-	mcp          *mcp.Handler // /v1/runs/{id}/mcp
-	openAPI      http.Handler // /v1/openapi.json, built once the mux is complete
+	mountBuild   func(*Server) http.Handler // WithE2B
+	mountHost    func(host string) bool     // WithE2B: the hosts the mount owns
+	mount        http.Handler               // built by mountBuild in New
+	mcp          *mcp.Handler               // /v1/runs/{id}/mcp
+	openAPI      http.Handler               // /v1/openapi.json, built once the mux is complete
 
 	streamHeartbeat time.Duration // comment interval of a silent streamed call
 	streamMax       int64         // live text one streamed call shows at most
@@ -199,6 +202,9 @@ func New(sandboxes Sandboxes, tl Tools, auth Authenticator, opts ...Option) *Ser
 		s.runs = runstore.New()
 	}
 	s.mcp = s.newMCP()
+	if s.mountBuild != nil {
+		s.mount = s.mountBuild(s)
+	}
 	s.handler = s.middleware(s.routes())
 	for _, f := range s.onBuilt {
 		f(s)

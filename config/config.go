@@ -79,6 +79,8 @@ type Config struct {
 	Lifecycle Lifecycle `yaml:"lifecycle"`
 	// Preview is the links to a sandbox's ports (preview.go).
 	Preview Preview `yaml:"preview"`
+	// E2B is the E2B API served under /e2b (e2b.go).
+	E2B E2B `yaml:"e2b"`
 	// Secrets are the credentials of the admin token when no tenants are
 	// configured (a tenant has its own).
 	Secrets []Secret `yaml:"secrets"`

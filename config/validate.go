@@ -47,6 +47,9 @@ func (c *Config) Validate() error {
 	if err := c.checkLifecycles(); err != nil {
 		return err
 	}
+	if err := c.E2B.Check(); err != nil {
+		return err
+	}
 	for i, p := range c.AllowedHostPaths {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("allowed_host_paths[%d]: %q is not an absolute path; write it from the root, such as /srv/checkouts", i, p)

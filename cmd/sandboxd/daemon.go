@@ -253,6 +253,13 @@ func (lv *leaves) buildEdges(ctx context.Context) (*edges, error) {
 	for _, h := range lv.setup.EnvHooks() {
 		envHooks = append(envHooks, api.EnvHook(h))
 	}
+	e2bOpt, err := lv.e2bOption()
+	if err != nil {
+		return nil, err
+	}
+	if e2bOpt != nil {
+		services = append(services, e2bOpt)
+	}
 	srv := api.New(lv.mgr, lv.registry, lv.auth, append([]api.Option{
 		api.WithLogger(log), api.WithRuns(lv.runs), api.WithObserver(lv.metrics), api.WithPinger(pinger), api.WithGatherer(lv.reg),
 		api.WithHostPaths(hostPaths), api.WithDefaultImage(cfg.DefaultImage),

@@ -1,0 +1,87 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/sandboxd/sandboxd/egress/gateway"
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// Another API served over the same sandboxes (package e2b) is mounted
+// under a prefix of the listener, behind its own authentication, and may
+// own a family of host names ({port}-{sandbox}.{domain}).
+
+// MountPrefix is where WithE2B mounts its handler: every path under it is
+// the handler's.
+const MountPrefix = "/e2b/"
+
+// WithE2B mounts the handler build makes under MountPrefix. build gets the
+// finished server, whose exported methods (CreateSandbox, ServePort,
+// Network, SetNetwork) the handler calls per request. host, when not nil,
+// says which request hosts belong to the handler whatever their path.
+func WithE2B(build func(s *Server) http.Handler, host func(host string) bool) Option {
+	return func(s *Server) { s.mountBuild, s.mountHost = build, host }
+}
+
+// mounted is the route of the mounted handler; nil when none is.
+func (s *Server) mounted() http.Handler {
+	if s.mount == nil {
+		return nil
+	}
+	return s.mount
+}
+
+// mountedHost reports whether r's host belongs to the mounted handler.
+func (s *Server) mountedHost(r *http.Request) bool {
+	return s.mount != nil && s.mountHost != nil && s.mountHost(r.Host)
+}
+
+// ServePort passes r to port inside the tenant's sandbox id through its
+// agent (the port proxy of /v1/sandboxes/{id}/ports/{port}/), with prefix
+// taken off the path. What fails before the app answers is returned, or,
+// once the proxy has the request, written by fail, in the caller's own
+// API's shape.
+func (s *Server) ServePort(w http.ResponseWriter, r *http.Request, tenant, id string, port int, prefix string,
+	fail func(w http.ResponseWriter, status int, code, msg string)) error {
+	_, info, err := s.pipe(r.Context(), tenant, id)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(r.URL.Path, prefix) {
+		prefix = ""
+	}
+	s.forwardWith(w, r, info, port, prefix, fail)
+	return nil
+}
+
+// Network is GET /v1/sandboxes/{id}/network for the tenant's sandbox.
+func (s *Server) Network(ctx context.Context, tenant, id string) (gateway.Status, error) {
+	info, err := s.networkSandbox(ctx, tenant, id)
+	if err != nil {
+		return gateway.Status{}, err
+	}
+	return s.egress.Network(ctx, info)
+}
+
+// SetNetwork is PUT /v1/sandboxes/{id}/network for the tenant's sandbox.
+func (s *Server) SetNetwork(ctx context.Context, tenant, id string, p gateway.Policy) (gateway.Status, error) {
+	info, err := s.networkSandbox(ctx, tenant, id)
+	if err != nil {
+		return gateway.Status{}, err
+	}
+	return s.egress.SetNetwork(ctx, info, p)
+}
+
+func (s *Server) networkSandbox(ctx context.Context, tenant, id string) (sandbox.Info, error) {
+	if s.egress == nil {
+		return sandbox.Info{}, errdefs.Unavailable("this sandboxd serves no egress proxy; a sandbox's network is what it was created with")
+	}
+	info, err := s.sandboxes.Get(ctx, tenant, id)
+	if err != nil || info.Tenant != tenant {
+		return sandbox.Info{}, errdefs.NotFound("sandbox %q does not exist; list your sandboxes to see their ids", id)
+	}
+	return info, nil
+}

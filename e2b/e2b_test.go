@@ -1,0 +1,274 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// fakeSandboxes knows sandboxes by id; what a test does not use panics.
+type fakeSandboxes struct {
+	Sandboxes
+	mu      sync.Mutex
+	boxes   map[string]sandbox.Info
+	deleted []string
+	paused  []string
+}
+
+func (f *fakeSandboxes) Get(_ context.Context, tenant, id string) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b, ok := f.boxes[id]; ok && b.Tenant == tenant {
+		return b, nil
+	}
+	return sandbox.Info{}, errdefs.NotFound("sandbox %s not found", id)
+}
+
+func (f *fakeSandboxes) Delete(_ context.Context, tenant, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b, ok := f.boxes[id]; !ok || b.Tenant != tenant {
+		return errdefs.NotFound("sandbox %s not found", id)
+	}
+	delete(f.boxes, id)
+	f.deleted = append(f.deleted, id)
+	return nil
+}
+
+func (f *fakeSandboxes) Pause(_ context.Context, tenant, id string) (sandbox.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.boxes[id]
+	b.State = sandbox.StatePaused
+	f.boxes[id] = b
+	f.paused = append(f.paused, id)
+	return b, nil
+}
+
+func newTestHandler(t *testing.T, sb *fakeSandboxes, cfg Config) *Handler {
+	t.Helper()
+	a, _ := api.ParseTenantToken("acme", api.HashToken("tok-acme"))
+	cfg.Auth, cfg.Sandboxes, cfg.DataDir = api.NewTokenAuth(a), sb, t.TempDir()
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func TestAccessTokens(t *testing.T) {
+	s, other := newSigner([]byte("k1")), newSigner([]byte("k2"))
+	tok := s.token("acme", "abc123")
+	if tenant, id, ok := s.verify(tok); !ok || tenant != "acme" || id != "abc123" {
+		t.Fatalf("verify: %q %q %v", tenant, id, ok)
+	}
+	if _, _, ok := other.verify(tok); ok {
+		t.Error("another deployment's key accepted the token")
+	}
+	forged := tokenPrefix + strings.TrimPrefix(s.token("evil", "abc123"), tokenPrefix)[:10] + tok[len(tokenPrefix)+10:]
+	for _, bad := range []string{"", "e2b1.", tok + "x", strings.Replace(tok, "e2b1.", "e2b2.", 1), forged} {
+		if _, _, ok := s.verify(bad); ok {
+			t.Errorf("verify(%q) passed", bad)
+		}
+	}
+}
+
+func TestHostTarget(t *testing.T) {
+	h := &Handler{cfg: Config{Domain: "e2b.example.com"}}
+	for host, want := range map[string]string{
+		"8000-abc123.e2b.example.com":      "8000 abc123",
+		"8000-abc123.E2B.example.com:7788": "8000 abc123",
+		"49983-x.e2b.example.com":          "49983 x",
+		"abc123.e2b.example.com":           "",
+		"0-abc.e2b.example.com":            "",
+		"70000-abc.e2b.example.com":        "",
+		"8000-abc.other.example.com":       "",
+		"a.8000-abc.e2b.example.com":       "",
+		"e2b.example.com":                  "",
+	} {
+		port, id, ok := h.hostTarget(host)
+		got := ""
+		if ok {
+			got = strings.TrimSpace(strings.Join([]string{itoa(port), id}, " "))
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", host, got, want)
+		}
+	}
+	if (&Handler{}).OwnsHost("8000-abc.e2b.example.com") {
+		t.Error("a handler without a domain claimed a host")
+	}
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+func TestMetadataFilterUndoesTheSDKsEncoding(t *testing.T) {
+	// The SDK encodes each key and value, joins them as a query string,
+	// and that string is encoded once more as the parameter's value.
+	inner := url.Values{url.QueryEscape("team name"): {url.QueryEscape("a&b=c")}, "k": {"v"}}.Encode()
+	q, _ := url.ParseQuery("metadata=" + url.QueryEscape(inner))
+	got, err := metadataFilter(q.Get("metadata"))
+	if err != nil || len(got) != 2 || got["team name"] != "a&b=c" || got["k"] != "v" {
+		t.Errorf("got %v, %v", got, err)
+	}
+	if !matches(map[string]string{"team name": "a&b=c", "k": "v", "x": "y"}, got) || matches(map[string]string{"k": "v"}, got) {
+		t.Error("matches disagrees")
+	}
+}
+
+func TestErrorsHaveE2BsShapeAndStatus(t *testing.T) {
+	for err, want := range map[error]int{
+		errdefs.InvalidArgument("x"): 400, errdefs.Unauthenticated("x"): 401, errdefs.NotFound("x"): 404,
+		errdefs.Conflict("x"): 409, errdefs.FailedPrecondition("x"): 409, errdefs.ResourceExhausted("x"): 429,
+		errdefs.Unavailable("x"): 503, errdefs.DeadlineExceeded("x"): 504, errdefs.Internal("x"): 500,
+	} {
+		if got := statusOf(err); got != want {
+			t.Errorf("%v: %d, want %d", errdefs.Code(err), got, want)
+		}
+	}
+	rec := httptest.NewRecorder()
+	writeError(rec, 404, "sandbox x not found")
+	var body map[string]any
+	json.Unmarshal(rec.Body.Bytes(), &body)
+	if rec.Code != 404 || body["code"] != float64(404) || body["message"] != "sandbox x not found" {
+		t.Errorf("%d %v", rec.Code, body)
+	}
+}
+
+func TestAuthAndFront(t *testing.T) {
+	sb := &fakeSandboxes{boxes: map[string]sandbox.Info{"abc": {ID: "abc", Tenant: "acme", State: "running"}}}
+	h := newTestHandler(t, sb, Config{})
+	do := func(method, path string, hdr map[string]string) (int, map[string]any) {
+		r := httptest.NewRequest(method, path, nil)
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		var body map[string]any
+		json.Unmarshal(rec.Body.Bytes(), &body)
+		return rec.Code, body
+	}
+	if code, body := do("GET", "/e2b/sandboxes/abc", nil); code != 401 || body["code"] != float64(401) {
+		t.Errorf("no key: %d %v", code, body)
+	}
+	if code, _ := do("GET", "/e2b/sandboxes/abc", map[string]string{"X-API-KEY": "nope"}); code != 401 {
+		t.Errorf("a bad key: %d", code)
+	}
+	for _, hdr := range []map[string]string{{"X-API-KEY": "tok-acme"}, {"Authorization": "Bearer tok-acme"}} {
+		code, body := do("GET", "/e2b/sandboxes/abc", hdr)
+		if code != 200 || body["sandboxID"] != "abc" || body["envdVersion"] == "" {
+			t.Errorf("%v: %d %v", hdr, code, body)
+		}
+	}
+	if code, body := do("GET", "/e2b/sandboxes/zzz", map[string]string{"X-API-KEY": "tok-acme"}); code != 404 || !strings.Contains(body["message"].(string), "zzz") {
+		t.Errorf("another sandbox: %d %v", code, body)
+	}
+	if code, body := do("POST", "/e2b/templates", map[string]string{"X-API-KEY": "tok-acme"}); code != 404 || !strings.Contains(body["message"].(string), "not built") {
+		t.Errorf("a template build: %d %v", code, body)
+	}
+
+	front := func(tok, id string) int {
+		code, _ := do("GET", "/e2b/sandbox/health", map[string]string{"X-Access-Token": tok, "E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "49983"})
+		return code
+	}
+	if got := front(h.sign.token("acme", "abc"), "abc"); got != http.StatusNoContent {
+		t.Errorf("health with the sandbox's token: %d", got)
+	}
+	if got := front(h.sign.token("acme", "other"), "abc"); got != 401 {
+		t.Errorf("another sandbox's token: %d", got)
+	}
+	if got := front("", "abc"); got != 401 {
+		t.Errorf("no token: %d", got)
+	}
+	if code, _ := do("GET", "/e2b/sandbox/health", map[string]string{"X-Access-Token": h.sign.token("acme", "abc")}); code != 400 {
+		t.Errorf("no sandbox headers: %d", code)
+	}
+	interp := map[string]string{"X-Access-Token": h.sign.token("acme", "abc"), "E2b-Sandbox-Id": "abc", "E2b-Sandbox-Port": "49999"}
+	if code, body := do("POST", "/e2b/sandbox/execute", interp); code != 502 || !strings.Contains(body["message"].(string), "code interpreter") {
+		t.Errorf("49999 without a handler: %d %v", code, body)
+	}
+}
+
+type recordPort struct{ got []string }
+
+func (p *recordPort) ServeSandbox(w http.ResponseWriter, r *http.Request, tenant, sandboxID string) {
+	p.got = append(p.got, r.Method+" "+r.URL.Path+" "+tenant+" "+sandboxID)
+	w.WriteHeader(http.StatusTeapot)
+}
+
+func TestPortHandlersGetTheInnerPath(t *testing.T) {
+	sb := &fakeSandboxes{boxes: map[string]sandbox.Info{"abc": {ID: "abc", Tenant: "acme", State: "running"}}}
+	p := &recordPort{}
+	h := newTestHandler(t, sb, Config{Ports: map[int]PortHandler{49999: p}, Domain: "e2b.test"})
+	tok := h.sign.token("acme", "abc")
+	for _, r := range []*http.Request{
+		httptest.NewRequest("POST", "/e2b/sandbox/execute", nil),
+		httptest.NewRequest("GET", "http://49999-abc.e2b.test/contexts", nil),
+		httptest.NewRequest("GET", "http://49999-abc.e2b.test/x", nil),
+	} {
+		r.Header.Set("E2b-Sandbox-Id", "abc")
+		r.Header.Set("E2b-Sandbox-Port", "49999")
+		if r.URL.Path != "/x" {
+			r.Header.Set("X-Access-Token", tok)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if want := http.StatusTeapot; r.URL.Path != "/x" && rec.Code != want || r.URL.Path == "/x" && rec.Code != 401 {
+			t.Errorf("%s %s: %d", r.Method, r.URL, rec.Code)
+		}
+	}
+	if want := "POST /execute acme abc|GET /contexts acme abc"; strings.Join(p.got, "|") != want {
+		t.Errorf("the handler saw %q, want %q", p.got, want)
+	}
+}
+
+func TestTimeoutKillsOrPausesAndRecordsSurviveARestart(t *testing.T) {
+	sb := &fakeSandboxes{boxes: map[string]sandbox.Info{
+		"kill": {ID: "kill", Tenant: "acme", State: "running"}, "nap": {ID: "nap", Tenant: "acme", State: "running"},
+		"later": {ID: "later", Tenant: "acme", State: "running"},
+	}}
+	dir := t.TempDir()
+	st, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	past, future := time.Now().Add(-time.Second), time.Now().Add(time.Hour)
+	st.update("kill", func(r *record) bool { *r = record{Tenant: "acme", EndAt: past}; return true })
+	st.update("nap", func(r *record) bool {
+		*r = record{Tenant: "acme", EndAt: past, AutoPause: true, KeepMemory: true, Metadata: map[string]string{"k": "v"}}
+		return true
+	})
+	st.update("later", func(r *record) bool { *r = record{Tenant: "acme", EndAt: future}; return true })
+
+	// A new store on the same dir is a restarted sandboxd.
+	st2, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{cfg: Config{Sandboxes: sb}, store: st2, log: slog.New(slog.DiscardHandler)}
+	for id, rec := range st2.due(time.Now()) {
+		h.expire(id, rec)
+	}
+	if _, ok := st2.get("kill"); ok || len(sb.deleted) != 1 || sb.deleted[0] != "kill" {
+		t.Errorf("deleted %v; the killed sandbox's record kept: %v", sb.deleted, ok)
+	}
+	if rec, ok := st2.get("nap"); !ok || !rec.EndAt.IsZero() || rec.Metadata["k"] != "v" || len(sb.paused) != 1 {
+		t.Errorf("paused %v, record %+v", sb.paused, rec)
+	}
+	if rec, _ := st2.get("later"); rec.EndAt.Unix() != future.Unix() {
+		t.Errorf("the later one's end moved: %v", rec.EndAt)
+	}
+}

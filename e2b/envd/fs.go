@@ -1,0 +1,370 @@
+package envd
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"math"
+	"net/http"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
+)
+
+// filesystem.Filesystem. Stat, ListDir, MakeDir, Move and Remove run as one
+// short command in the sandbox (GNU find, mkdir, mv, rm), which sees owners,
+// groups and link targets as the sandbox does; the watches are the agent's
+// inotify watch.
+
+type (
+	pathRequest struct {
+		Path string `json:"path"`
+	}
+	listDirRequest struct {
+		Path  string `json:"path"`
+		Depth uint32 `json:"depth"`
+	}
+	moveRequest struct {
+		Source      string `json:"source"`
+		Destination string `json:"destination"`
+	}
+	entryInfo struct {
+		Name          string  `json:"name"`
+		Type          string  `json:"type"`
+		Path          string  `json:"path"`
+		Size          int64   `json:"size,string"`
+		Mode          uint32  `json:"mode"`
+		Permissions   string  `json:"permissions"`
+		Owner         string  `json:"owner"`
+		Group         string  `json:"group"`
+		ModifiedTime  string  `json:"modifiedTime,omitempty"`
+		SymlinkTarget *string `json:"symlinkTarget,omitempty"`
+	}
+	entryResponse struct {
+		Entry *entryInfo `json:"entry"`
+	}
+	listDirResponse struct {
+		Entries []entryInfo `json:"entries"`
+	}
+	watchRequest struct {
+		Path      string `json:"path"`
+		Recursive bool   `json:"recursive"`
+	}
+	fsEvent struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	}
+	watchDirResponse struct {
+		Start      *struct{} `json:"start,omitempty"`
+		Filesystem *fsEvent  `json:"filesystem,omitempty"`
+		Keepalive  *struct{} `json:"keepalive,omitempty"`
+	}
+)
+
+// maxListing caps what one ListDir may print (about 100 000 entries).
+const maxListing = 16 << 20
+
+// findFormat prints one entry as NUL-separated fields: type, size, octal
+// permissions, owner, group, modification time, link target, path.
+const findFormat = `%y\0%s\0%m\0%u\0%g\0%T@\0%l\0%p\0`
+
+// Exit codes of the scripts below that mean an answer, not a failure.
+const (
+	exitMissing = 3
+	exitNotDir  = 4
+	exitExists  = 5
+)
+
+const (
+	statScript = `p=$1
+if [ ! -e "$p" ] && [ ! -L "$p" ]; then exit 3; fi
+exec find "$p" -maxdepth 0 -printf "$2"`
+	listScript = `p=$1
+if [ ! -e "$p" ] && [ ! -L "$p" ]; then exit 3; fi
+if [ ! -d "$p" ]; then exit 4; fi
+exec find -H "$p" -mindepth 1 -maxdepth "$3" -printf "$2"`
+	mkdirScript = `if [ -e "$1" ] || [ -L "$1" ]; then exit 5; fi
+mkdir -p -- "$1"`
+	moveScript = `if [ ! -e "$1" ] && [ ! -L "$1" ]; then exit 3; fi
+mkdir -p -- "$(dirname -- "$2")" && mv -fT -- "$1" "$2"`
+	removeScript = `if [ ! -e "$1" ] && [ ! -L "$1" ]; then exit 3; fi
+rm -rf -- "$1"`
+)
+
+// run runs script with args in the sandbox; an exit code in answers is
+// returned as such, any other failure as an error naming the output.
+func run(ctx context.Context, t target, script string, args ...string) ([]byte, int, error) {
+	res, err := t.c.Exec(ctx, &proto.ExecRequest{Argv: append([]string{"sh", "-c", script, "sh"}, args...), MaxBytes: maxListing, Timeout: time.Minute})
+	if err != nil {
+		return nil, 0, err
+	}
+	if res.StdoutOmitted > 0 {
+		return nil, 0, rpcErr(codeResourceExhausted, "the listing is over %d MiB; list a smaller directory or a smaller depth", maxListing>>20)
+	}
+	switch res.ExitCode {
+	case 0, exitMissing, exitNotDir, exitExists:
+		return res.Stdout, res.ExitCode, nil
+	}
+	msg := strings.TrimSpace(string(res.Stderr))
+	if msg == "" {
+		msg = "exit status " + strconv.Itoa(res.ExitCode)
+	}
+	return nil, res.ExitCode, rpcErr(codeInvalidArgument, "%s", msg)
+}
+
+// parseEntries reads find's output in findFormat.
+func parseEntries(out []byte) []entryInfo {
+	fields := bytes.Split(out, []byte{0})
+	var es []entryInfo
+	for i := 0; i+8 <= len(fields); i += 8 {
+		f := func(k int) string { return string(fields[i+k]) }
+		p := f(7)
+		e := entryInfo{Name: path.Base(p), Path: p, Owner: f(3), Group: f(4)}
+		e.Size, _ = strconv.ParseInt(f(1), 10, 64)
+		perm, _ := strconv.ParseUint(f(2), 8, 32)
+		mode := fs.FileMode(perm) & fs.ModePerm
+		switch f(0) {
+		case "d":
+			e.Type, mode = "FILE_TYPE_DIRECTORY", mode|fs.ModeDir
+		case "l":
+			e.Type, mode = "FILE_TYPE_SYMLINK", mode|fs.ModeSymlink
+			target := f(6)
+			e.SymlinkTarget = &target
+		case "f":
+			e.Type = "FILE_TYPE_FILE"
+		default:
+			e.Type = "FILE_TYPE_UNSPECIFIED"
+		}
+		e.Mode, e.Permissions = uint32(perm), mode.String()
+		if secs, err := strconv.ParseFloat(f(5), 64); err == nil {
+			whole, frac := math.Modf(secs)
+			e.ModifiedTime = time.Unix(int64(whole), int64(frac*1e9)).UTC().Format(time.RFC3339Nano)
+		}
+		es = append(es, e)
+	}
+	return es
+}
+
+// stat is the entry at abs.
+func stat(ctx context.Context, t target, abs string) (*entryInfo, error) {
+	out, code, err := run(ctx, t, statScript, abs, findFormat)
+	if err != nil {
+		return nil, err
+	}
+	if code == exitMissing {
+		return nil, rpcErr(codeNotFound, "path %s does not exist", abs)
+	}
+	es := parseEntries(out)
+	if len(es) != 1 {
+		return nil, rpcErr(codeInternal, "the entry of %s could not be read", abs)
+	}
+	return &es[0], nil
+}
+
+func (s *Service) serveFilesystem(w http.ResponseWriter, r *http.Request, t target, method string) {
+	ctx := r.Context()
+	switch method {
+	case "Stat":
+		var req pathRequest
+		if err := readUnary(r, &req); err != nil {
+			writeUnaryError(w, err)
+			return
+		}
+		e, err := stat(ctx, t, absIn(t.info, req.Path))
+		if err != nil {
+			writeUnaryError(w, err)
+			return
+		}
+		writeUnary(w, entryResponse{Entry: e})
+	case "ListDir":
+		var req listDirRequest
+		if err := readUnary(r, &req); err != nil {
+			writeUnaryError(w, err)
+			return
+		}
+		depth := max(req.Depth, 1)
+		abs := absIn(t.info, req.Path)
+		out, code, err := run(ctx, t, listScript, abs, findFormat, strconv.FormatUint(uint64(depth), 10))
+		switch {
+		case err != nil:
+			writeUnaryError(w, err)
+		case code == exitMissing:
+			writeUnaryError(w, rpcErr(codeNotFound, "directory %s does not exist", abs))
+		case code == exitNotDir:
+			writeUnaryError(w, rpcErr(codeInvalidArgument, "path %s is not a directory; list a directory", abs))
+		default:
+			es := parseEntries(out)
+			if es == nil {
+				es = []entryInfo{}
+			}
+			// In the order of a walk, as envd lists: each directory's
+			// entries by name, a directory's contents right after it.
+			sort.Slice(es, func(i, j int) bool { return walkBefore(es[i].Path, es[j].Path) })
+			writeUnary(w, listDirResponse{Entries: es})
+		}
+	case "MakeDir":
+		var req pathRequest
+		if err := readUnary(r, &req); err != nil {
+			writeUnaryError(w, err)
+			return
+		}
+		abs := absIn(t.info, req.Path)
+		_, code, err := run(ctx, t, mkdirScript, abs)
+		if err == nil && code == exitExists {
+			err = rpcErr(codeAlreadyExists, "path %s already exists", abs)
+		}
+		s.answerEntry(w, ctx, t, abs, err)
+	case "Move":
+		var req moveRequest
+		if err := readUnary(r, &req); err != nil {
+			writeUnaryError(w, err)
+			return
+		}
+		src, dst := absIn(t.info, req.Source), absIn(t.info, req.Destination)
+		_, code, err := run(ctx, t, moveScript, src, dst)
+		if err == nil && code == exitMissing {
+			err = rpcErr(codeNotFound, "path %s does not exist", src)
+		}
+		s.answerEntry(w, ctx, t, dst, err)
+	case "Remove":
+		var req pathRequest
+		if err := readUnary(r, &req); err != nil {
+			writeUnaryError(w, err)
+			return
+		}
+		abs := absIn(t.info, req.Path)
+		_, code, err := run(ctx, t, removeScript, abs)
+		if err == nil && code == exitMissing {
+			err = rpcErr(codeNotFound, "path %s does not exist", abs)
+		}
+		answer(w, err)
+	case "WatchDir":
+		s.watchDir(w, r, t)
+	case "CreateWatcher", "GetWatcherEvents", "RemoveWatcher":
+		s.servePolling(w, r, t, method)
+	default:
+		writeUnaryError(w, rpcErr(codeUnimplemented, "filesystem.Filesystem/%s is not a method sandboxd serves", method))
+	}
+}
+
+// walkBefore reports whether a walk meets path a before path b: the first
+// element they differ in decides, by name.
+func walkBefore(a, b string) bool {
+	ea, eb := strings.Split(a, "/"), strings.Split(b, "/")
+	for i := 0; i < len(ea) && i < len(eb); i++ {
+		if ea[i] != eb[i] {
+			return ea[i] < eb[i]
+		}
+	}
+	return len(ea) < len(eb)
+}
+
+// answerEntry answers with the entry at abs, or err.
+func (s *Service) answerEntry(w http.ResponseWriter, ctx context.Context, t target, abs string, err error) {
+	var e *entryInfo
+	if err == nil {
+		e, err = stat(ctx, t, abs)
+	}
+	if err != nil {
+		writeUnaryError(w, err)
+		return
+	}
+	writeUnary(w, entryResponse{Entry: e})
+}
+
+// openWatch checks abs is a directory and opens the agent's watch of it.
+func openWatch(ctx context.Context, t target, abs string) (watchStream, error) {
+	e, err := stat(ctx, t, abs)
+	if err != nil {
+		return nil, err
+	}
+	if e.Type != "FILE_TYPE_DIRECTORY" {
+		return nil, rpcErr(codeInvalidArgument, "path %s is not a directory; watch a directory", abs)
+	}
+	return t.c.Watch(ctx, &proto.WatchRequest{Root: abs})
+}
+
+// watchStream is the agent's watch (agent.WatchStream).
+type watchStream interface {
+	Info() proto.WatchResponse
+	Next() (proto.WatchEvent, error)
+	Close() error
+}
+
+// eventsOf turns one agent event of the watch of base into E2B's, named
+// relative to base, the direct children only unless recursive.
+func eventsOf(ev proto.WatchEvent, base string, recursive bool) []fsEvent {
+	var out []fsEvent
+	for _, ch := range ev.Changes {
+		name, ok := strings.CutPrefix(ch.Path, strings.TrimSuffix(base, "/")+"/")
+		if !ok || name == "" || (!recursive && strings.Contains(name, "/")) {
+			continue
+		}
+		typ := "EVENT_TYPE_WRITE"
+		switch ch.Kind {
+		case proto.Created:
+			typ = "EVENT_TYPE_CREATE"
+		case proto.Deleted:
+			typ = "EVENT_TYPE_REMOVE"
+		}
+		out = append(out, fsEvent{Name: name, Type: typ})
+	}
+	return out
+}
+
+func (s *Service) watchDir(w http.ResponseWriter, r *http.Request, t target) {
+	var req watchRequest
+	if err := readRequest(r, &req); err != nil {
+		streamFail(w, err)
+		return
+	}
+	timeout, err := callTimeout(r)
+	if err != nil {
+		streamFail(w, err)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if timeout > 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, timeout)
+		defer c2()
+	}
+	ws, err := openWatch(ctx, t, absIn(t.info, req.Path))
+	if err != nil {
+		streamFail(w, err)
+		return
+	}
+	stop := context.AfterFunc(ctx, func() { ws.Close() })
+	defer stop()
+	defer ws.Close()
+	st, err := startStream(w, r)
+	if err != nil {
+		writeUnaryError(w, err)
+		return
+	}
+	if st.Send(watchDirResponse{Start: &struct{}{}}) != nil {
+		return
+	}
+	go keepalive(ctx, r, func() error { return st.Send(watchDirResponse{Keepalive: &struct{}{}}) })
+	for {
+		ev, err := ws.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				st.End(timeoutWording(ctx, ctx.Err(), timeout))
+				return
+			}
+			st.End(rpcErr(codeUnavailable, "the watch ended: %v", err))
+			return
+		}
+		for _, e := range eventsOf(ev, ws.Info().Base, req.Recursive) {
+			if st.Send(watchDirResponse{Filesystem: &e}) != nil {
+				return
+			}
+		}
+	}
+}

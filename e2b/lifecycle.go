@@ -1,0 +1,304 @@
+package e2b
+
+import (
+	"errors"
+	"maps"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sandboxd/sandboxd/egress/gateway"
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
+)
+
+// The lifecycle endpoints: timeout, pause, resume and connect, snapshots
+// and forks, the network and the metrics.
+
+// extend sets id's timeout to now+d (never shorter than it is, when
+// keepLonger).
+func (h *Handler) extend(tenant, id string, d time.Duration, keepLonger bool) error {
+	end := time.Now().Add(d).UTC()
+	return h.store.update(id, func(r *record) bool {
+		if r.Tenant == "" {
+			r.Tenant, r.Created = tenant, time.Now().UTC()
+		}
+		if d == 0 {
+			r.EndAt = time.Time{}
+		} else if !keepLonger || r.EndAt.IsZero() || r.EndAt.Before(end) {
+			r.EndAt = end
+		}
+		return true
+	})
+}
+
+func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Timeout == nil {
+		return errdefs.InvalidArgument("the body has no timeout; give it in seconds")
+	}
+	d, err := timeoutOf(req.Timeout)
+	if err != nil {
+		return err
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	if err := h.extend(tenant, info.ID, d, false); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	if state(info.State) == "paused" {
+		return errdefs.Conflict("sandbox %s is already paused; connect to it to resume it", info.ID)
+	}
+	if req.Memory != nil && !*req.Memory {
+		_, err = h.cfg.Sandboxes.Hibernate(r.Context(), tenant, info.ID)
+	} else {
+		_, err = h.cfg.Sandboxes.Pause(r.Context(), tenant, info.ID)
+	}
+	if err != nil {
+		return err
+	}
+	// A paused sandbox has no timeout until it is resumed.
+	if err := h.store.update(info.ID, func(r *record) bool {
+		if r.Tenant == "" {
+			r.Tenant, r.Created = tenant, time.Now().UTC()
+		}
+		r.EndAt = time.Time{}
+		return true
+	}); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// wake resumes the sandbox of r when it is paused and sets its timeout;
+// it answers whether it was paused.
+func (h *Handler) wake(r *http.Request, tenant string, req timeoutBody, mustBePaused bool) (sandbox.Info, bool, error) {
+	d, err := timeoutOf(req.Timeout)
+	if err != nil {
+		return sandbox.Info{}, false, err
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return sandbox.Info{}, false, err
+	}
+	paused := state(info.State) != "running"
+	if mustBePaused && !paused {
+		return sandbox.Info{}, false, errdefs.Conflict("sandbox %s is already running; connect to it instead", info.ID)
+	}
+	if paused {
+		if info, err = h.cfg.Sandboxes.Resume(r.Context(), tenant, info.ID); err != nil {
+			return sandbox.Info{}, false, err
+		}
+	}
+	return info, paused, h.extend(tenant, info.ID, d, !paused)
+}
+
+func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	info, resumed, err := h.wake(r, tenant, req, false)
+	if err != nil {
+		return err
+	}
+	rec, _ := h.store.get(info.ID)
+	status := http.StatusOK
+	if resumed {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, h.out(tenant, info, rec))
+	return nil
+}
+
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	info, _, err := h.wake(r, tenant, req, true)
+	if err != nil {
+		return err
+	}
+	rec, _ := h.store.get(info.ID)
+	writeJSON(w, http.StatusCreated, h.out(tenant, info, rec))
+	return nil
+}
+
+func (h *Handler) snapshot(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	snap, err := h.cfg.Sandboxes.Snapshot(r.Context(), tenant, info.ID, req.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, snapshotOf(snap))
+	return nil
+}
+
+func snapshotOf(s sandbox.Snapshot) snapshotOut {
+	out := snapshotOut{SnapshotID: s.ID, Names: []string{}}
+	if s.Name != "" {
+		out.Names = append(out.Names, s.Name)
+	}
+	return out
+}
+
+func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request, tenant string) error {
+	q := r.URL.Query()
+	limit, err := intParam(q, 100, 1, 100, "limit", "paginationLimit")
+	if err != nil {
+		return err
+	}
+	offset, err := intParam(q, 0, 0, 1<<30, "nextToken", "paginationNextToken")
+	if err != nil {
+		return err
+	}
+	snaps, err := h.cfg.Sandboxes.Snapshots(r.Context(), tenant)
+	if err != nil {
+		return err
+	}
+	out := []snapshotOut{}
+	for _, s := range snaps {
+		if (q.Get("sandboxID") == "" || s.Sandbox == q.Get("sandboxID")) && (q.Get("name") == "" || s.Name == q.Get("name")) {
+			out = append(out, snapshotOf(s))
+		}
+	}
+	offset = min(offset, len(out))
+	page := out[offset:min(offset+limit, len(out))]
+	if offset+limit < len(out) {
+		w.Header().Set("X-Next-Token", strconv.Itoa(offset+limit))
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (h *Handler) deleteTemplate(w http.ResponseWriter, r *http.Request, tenant string) error {
+	id := r.PathValue("id")
+	if _, err := h.cfg.Sandboxes.GetSnapshot(r.Context(), tenant, id); err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return errdefs.NotFound("snapshot %q not found; sandboxd deletes snapshots here, and templates are configured by the operator", id)
+		}
+		return err
+	}
+	if err := h.cfg.Sandboxes.DeleteSnapshot(r.Context(), tenant, id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) fork(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req timeoutBody
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	d, err := timeoutOf(req.Timeout)
+	if err != nil {
+		return err
+	}
+	n := 1
+	if req.Count != nil {
+		n = *req.Count
+	}
+	if n < 1 || n > maxFork {
+		return errdefs.InvalidArgument("count %d is out of range; fork 1 to %d copies", n, maxFork)
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	convs := make([]string, n)
+	for i := range convs {
+		convs[i] = newConversation()
+	}
+	_, made, failed, err := h.cfg.Sandboxes.Fork(r.Context(), tenant, info.ID, convs)
+	if err != nil && len(made) == 0 {
+		return err
+	}
+	src, _ := h.store.get(info.ID)
+	out := []forkResult{}
+	for _, m := range made {
+		rec := record{Tenant: tenant, Template: src.Template, Metadata: maps.Clone(src.Metadata), AutoPause: src.AutoPause,
+			KeepMemory: src.KeepMemory, Created: time.Now().UTC()}
+		if d > 0 {
+			rec.EndAt = time.Now().Add(d).UTC()
+		}
+		if err := h.store.update(m.ID, func(r *record) bool { *r = rec; return true }); err != nil {
+			h.log.Warn("e2b: a fork's record cannot be saved", "sandbox", m.ID, "err", err)
+		}
+		so := h.out(tenant, m, rec)
+		out = append(out, forkResult{Sandbox: &so})
+	}
+	for _, f := range failed {
+		out = append(out, forkResult{Error: &errorBody{Code: statusOf(f.Err), Message: f.Err.Error()}})
+	}
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+func (h *Handler) network(w http.ResponseWriter, r *http.Request, tenant string) error {
+	var req networkConfig
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if (len(req.EgressProxy) > 0 && string(req.EgressProxy) != "null") || (len(req.Rules) > 0 && string(req.Rules) != "null") {
+		return errdefs.InvalidArgument("network egressProxy and rules are not served by sandboxd; give allowOut and denyOut only")
+	}
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	p := gateway.Policy{Allow: req.AllowOut, Deny: req.DenyOut}
+	if req.AllowInternet != nil && !*req.AllowInternet {
+		p = gateway.Policy{Allow: []string{}, Deny: []string{"*", "0.0.0.0/0", "::/0"}}
+	}
+	if p.Allow == nil {
+		p.Allow = []string{}
+	}
+	if _, err := h.cfg.Host.SetNetwork(r.Context(), tenant, info.ID, p); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, tenant string) error {
+	info, err := h.own(r, tenant)
+	if err != nil {
+		return err
+	}
+	out := []metricOut{}
+	st, err := h.cfg.Sandboxes.Stats(r.Context(), tenant, info.ID)
+	if err == nil && !st.ReadAt.IsZero() {
+		out = append(out, metricOut{Timestamp: st.ReadAt.UTC(), TimestampUnix: st.ReadAt.Unix(), CPUUsedPct: st.CPUPercent,
+			MemUsed: st.MemoryBytes, MemTotal: st.MemoryLimitBytes})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestE2BSDK drives E2B's own JavaScript SDK (e2b, pinned with its
+// lockfile in e2e/e2b) against a daemon on Docker: the node:test files
+// there create sandboxes, run commands and terminals, read and write
+// files, pause, connect, list and kill, through nothing but the SDK with
+// E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY pointing at sandboxd.
+func TestE2BSDK(t *testing.T) {
+	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
+		t.Skip("set SANDBOXD_TEST_DOCKER=1: the SDK's sandboxes run on Docker")
+	}
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not on PATH; install Node.js 20 or later to run E2B's SDK", tool)
+		}
+	}
+	dir, err := filepath.Abs("e2b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	installSDK(t, dir)
+
+	const domain = "e2b.localhost"
+	base := t.TempDir()
+	cfg := filepath.Join(base, "sandboxd.yaml")
+	// The egress policy lets the network test give sandboxes allow lists.
+	yaml := fmt.Sprintf("e2b:\n  domain: %s\n  templates:\n    base: %q\negress:\n  allow: [allowed.e2b.test, other.e2b.test]\n", domain, dockerImage())
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "docker", filepath.Join(base, "data"), "--config", cfg)
+
+	c, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(c, "node", "--test", "--test-reporter=spec")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"E2B_API_URL="+d.URL+"/e2b",
+		"E2B_SANDBOX_URL="+d.URL+"/e2b/sandbox",
+		"E2B_API_KEY="+d.Token,
+		"E2B_DOMAIN="+domain,
+		"E2B_TEST_EGRESS=1",
+		"NO_COLOR=1",
+	)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node --test in %s: %v\n%s\nsandboxd's log:\n%s", dir, err, out.String(), d.logs.String())
+	}
+	t.Logf("node --test:\n%s", tail(out.String(), 40))
+}
+
+// installSDK runs npm ci in dir unless its node_modules was installed from
+// the same lockfile; npm's downloads are kept in the user's cache dir
+// between runs.
+func installSDK(t *testing.T, dir string) {
+	t.Helper()
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		t.Fatalf("the SDK's lockfile: %v", err)
+	}
+	sum := sha256.Sum256(lock)
+	want := hex.EncodeToString(sum[:])
+	stamp := filepath.Join(dir, "node_modules", ".sandboxd-lock-sha256")
+	if got, err := os.ReadFile(stamp); err == nil && strings.TrimSpace(string(got)) == want {
+		return
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(c, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(cache, "sandboxd-e2e", "npm"))
+	cmd.WaitDelay = 10 * time.Second
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+	}
+	if err := os.WriteFile(stamp, []byte(want+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestE2BAfterRestart: an E2B sandbox keeps its id, metadata, timeout and
+// access token across a sandboxd restart.
+func TestE2BAfterRestart(t *testing.T) {
+	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
+		t.Skip("set SANDBOXD_TEST_DOCKER=1: the sandbox runs on Docker")
+	}
+	base := t.TempDir()
+	cfg := filepath.Join(base, "sandboxd.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("e2b:\n  templates:\n    base: %q\n", dockerImage())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "docker", filepath.Join(base, "data"), "--config", cfg)
+	call := func(method, path string, hdr map[string]string, body string, out any) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx(t), method, d.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-KEY", d.Token)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if out != nil && json.Unmarshal(b, out) != nil {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return resp.StatusCode
+	}
+	var made struct{ SandboxID, EnvdAccessToken string }
+	if code := call("POST", "/e2b/sandboxes", nil, `{"templateID":"base","timeout":600,"metadata":{"owner":"restart-test"}}`, &made); code != 201 {
+		t.Fatalf("create: %d", code)
+	}
+	type detail struct {
+		SandboxID string
+		State     string
+		EndAt     time.Time
+		Metadata  map[string]string
+	}
+	var before detail
+	call("GET", "/e2b/sandboxes/"+made.SandboxID, nil, "", &before)
+
+	d.restart()
+
+	var after detail
+	if code := call("GET", "/e2b/sandboxes/"+made.SandboxID, nil, "", &after); code != 200 {
+		t.Fatalf("after the restart: %d", code)
+	}
+	if after.State != "running" || after.Metadata["owner"] != "restart-test" || !after.EndAt.Equal(before.EndAt) {
+		t.Errorf("after the restart %+v, before %+v", after, before)
+	}
+	envd := map[string]string{"X-Access-Token": made.EnvdAccessToken, "E2b-Sandbox-Id": made.SandboxID, "E2b-Sandbox-Port": "49983"}
+	var list struct{ Processes []any }
+	if code := call("POST", "/e2b/sandbox/process.Process/List", envd, `{}`, &list); code != 200 {
+		t.Errorf("envd with the token from before the restart: %d", code)
+	}
+	if code := call("DELETE", "/e2b/sandboxes/"+made.SandboxID, nil, "", nil); code != 204 {
+		t.Errorf("kill: %d", code)
+	}
+}
