@@ -41,7 +41,7 @@ func TestE2BSDK(t *testing.T) {
 	base := t.TempDir()
 	cfg := filepath.Join(base, "sandboxd.yaml")
 	// The egress policy lets the network test give sandboxes allow lists.
-	yaml := fmt.Sprintf("e2b:\n  domain: %s\n  templates:\n    base: %q\negress:\n  allow: [allowed.e2b.test, other.e2b.test]\n", domain, dockerImage())
+	yaml := fmt.Sprintf("e2b:\n  domain: %s\n  templates:\n    base: %q\n    code-interpreter-v1: %q\negress:\n  allow: [allowed.e2b.test, other.e2b.test]\n", domain, dockerImage(), dockerImage())
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
