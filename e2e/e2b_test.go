@@ -49,7 +49,7 @@ func TestE2BSDK(t *testing.T) {
 
 	c, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(c, "node", "--test", "--test-reporter=spec")
+	cmd := exec.CommandContext(c, "node", "--test", "--test-force-exit", "--test-reporter=spec")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"E2B_API_URL="+d.URL+"/e2b",
