@@ -251,7 +251,7 @@ func render(f flags, machine string, sdk, own samples) string {
 	b.WriteString("| figure | through | n | p50 | p99 | E2B SDK ÷ own API (p50) |\n| --- | --- | ---: | ---: | ---: | ---: |\n")
 	rows := []struct {
 		what, sdkCall, ownCall string
-		sdk, own                []float64
+		sdk, own               []float64
 	}{
 		{"time to interactive: create until the first command answered", "`Sandbox.create()` + `commands.run('true')`", "`POST /v1/sandboxes` + `POST /v1/runs` + `shell` `true`", sdk.TTI, own.TTI},
 		{"a command", "`commands.run('true')`", "`shell` `true`", sdk.RunTrue, own.RunTrue},
