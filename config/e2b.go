@@ -12,7 +12,9 @@ import (
 type E2B struct {
 	// Disabled turns the E2B API off (it is served by default).
 	Disabled bool `yaml:"disabled"`
-	// Templates maps E2B template names to images. Without it, "base" is
+	// Templates maps E2B template names to images. Without it, "base" (the
+	// SDK's default) and "code-interpreter-v1" (@e2b/code-interpreter's
+	// default: the image has the kernels the code interpreter runs on) are
 	// the default image. sandboxd builds no templates.
 	Templates map[string]string `yaml:"templates"`
 	// Domain, when set, makes {port}-{sandbox id}.{domain} a sandbox's host
@@ -37,7 +39,7 @@ func (c *Config) E2BTemplates() map[string]string {
 	if img == "" {
 		img = DefaultImage
 	}
-	return map[string]string{"base": img}
+	return map[string]string{"base": img, "code-interpreter-v1": img}
 }
 
 // Check reports the first bad value of the e2b section.

@@ -3,8 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/bench"
 )
 
 // TestE2BSDK drives E2B's own JavaScript SDK (e2b, pinned with its
@@ -41,7 +41,7 @@ func TestE2BSDK(t *testing.T) {
 	base := t.TempDir()
 	cfg := filepath.Join(base, "sandboxd.yaml")
 	// The egress policy lets the network test give sandboxes allow lists.
-	yaml := fmt.Sprintf("e2b:\n  domain: %s\n  templates:\n    base: %q\negress:\n  allow: [allowed.e2b.test, other.e2b.test]\n", domain, dockerImage())
+	yaml := fmt.Sprintf("e2b:\n  domain: %s\n  templates:\n    base: %q\n    code-interpreter-v1: %q\negress:\n  allow: [allowed.e2b.test, other.e2b.test]\n", domain, dockerImage(), dockerImage())
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestE2BSDK(t *testing.T) {
 
 	c, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(c, "node", "--test", "--test-reporter=spec")
+	cmd := exec.CommandContext(c, "node", "--test", "--test-force-exit", "--test-reporter=spec")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"E2B_API_URL="+d.URL+"/e2b",
@@ -69,34 +69,10 @@ func TestE2BSDK(t *testing.T) {
 }
 
 // installSDK runs npm ci in dir unless its node_modules was installed from
-// the same lockfile; npm's downloads are kept in the user's cache dir
-// between runs.
+// the same lockfile.
 func installSDK(t *testing.T, dir string) {
 	t.Helper()
-	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		t.Fatalf("the SDK's lockfile: %v", err)
-	}
-	sum := sha256.Sum256(lock)
-	want := hex.EncodeToString(sum[:])
-	stamp := filepath.Join(dir, "node_modules", ".sandboxd-lock-sha256")
-	if got, err := os.ReadFile(stamp); err == nil && strings.TrimSpace(string(got)) == want {
-		return
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(c, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "npm_config_cache="+filepath.Join(cache, "sandboxd-e2e", "npm"))
-	cmd.WaitDelay = 10 * time.Second
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
-	}
-	if err := os.WriteFile(stamp, []byte(want+"\n"), 0o644); err != nil {
+	if err := bench.InstallNodeModules(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
 }

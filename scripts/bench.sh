@@ -47,6 +47,7 @@ families=(
 	"watch      docker     cmd ./cmd/watchbench"
 	"pools      docker     cmd ./cmd/poolbench"
 	"lifecycle  docker     cmd ./cmd/lifecyclebench"
+	"e2b        docker     cmd ./cmd/e2bbench"
 	"pools-kubernetes cluster cmd ./cmd/poolbench -backend=kubernetes"
 	"kubernetes cluster    cmd ./cmd/kubebench"
 	"lifecycle-kubernetes cluster cmd ./cmd/kubelifecyclebench"

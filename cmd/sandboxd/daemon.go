@@ -44,10 +44,13 @@ import (
 
 // loaded is the first phase: what the daemon will be, checked.
 type loaded struct {
-	flags  serveFlags
-	log    *slog.Logger
-	cfg    *config.Config
-	fams   *family.Set
+	flags serveFlags
+	log   *slog.Logger
+	cfg   *config.Config
+	fams  *family.Set
+	// list is the families fams holds, for the edges that stand on one
+	// family's tool (the code interpreter on eval's).
+	list   []family.Family
 	tokens *api.RunTokens // workers' run-scoped tokens, issued by a family and accepted by the API
 }
 
@@ -56,7 +59,8 @@ type loaded struct {
 // exists, in the config's one message shape.
 func load(f serveFlags, log *slog.Logger) (*loaded, error) {
 	tokens := api.NewRunTokens()
-	fams := family.NewSet(families(tokens)...)
+	list := families(tokens)
+	fams := family.NewSet(list...)
 	cfg, err := config.Load(f.configPath, fams.Validate)
 	if err != nil {
 		return nil, err
@@ -66,7 +70,7 @@ func load(f serveFlags, log *slog.Logger) (*loaded, error) {
 			return nil, err
 		}
 	}
-	return &loaded{flags: f, log: log, cfg: cfg, fams: fams, tokens: tokens}, nil
+	return &loaded{flags: f, log: log, cfg: cfg, fams: fams, list: list, tokens: tokens}, nil
 }
 
 // leaves is the second phase: everything the API stands on.

@@ -18,7 +18,7 @@ func (lv *leaves) e2bOption() (api.Option, error) {
 	h, err := e2b.New(e2b.Config{
 		Templates: cfg.E2BTemplates(), Domain: cfg.E2B.Domain, PublicPorts: cfg.E2B.PublicPorts, Network: cfg.E2B.Network,
 		DataDir: lv.flags.dataDir, Auth: lv.auth, Sandboxes: lv.mgr,
-		MaxLive: cfg.Processes.MaxRunning, RingBytes: cfg.Processes.RingBytes,
+		MaxLive: cfg.Processes.MaxRunning, RingBytes: cfg.Processes.RingBytes, Ports: lv.e2bPorts(),
 		Log: lv.log.With("component", "e2b"),
 	})
 	if err != nil {
