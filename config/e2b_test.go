@@ -27,7 +27,7 @@ func TestE2BSection(t *testing.T) {
 		}
 	}
 	cfg, _ := Parse([]byte("default_image: mine:1"))
-	if got := cfg.E2BTemplates(); len(got) != 1 || got["base"] != "mine:1" {
+	if got := cfg.E2BTemplates(); len(got) != 2 || got["base"] != "mine:1" || got["code-interpreter-v1"] != "mine:1" {
 		t.Errorf("default templates: %v", got)
 	}
 }
