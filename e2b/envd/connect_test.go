@@ -183,16 +183,24 @@ func TestEndOf(t *testing.T) {
 
 func TestParseEntries(t *testing.T) {
 	out := "d\x004096\x00755\x00root\x00root\x001700000000.5\x00\x00/w/dir\x00" +
-		"l\x007\x00777\x00u\x00g\x001700000000\x00target\x00/w/link\x00"
+		"l\x007\x00777\x00u\x00g\x001700000000\x00target\x00/w/link\x00" +
+		"l\x007\x00777\x00u\x00g\x001700000000\x00../etc/x\x00/w/up\x00" +
+		"l\x007\x00777\x00u\x00g\x001700000000\x00/abs/t\x00/w/abs\x00"
 	es := parseEntries([]byte(out))
-	if len(es) != 2 {
+	if len(es) != 4 {
 		t.Fatalf("%d entries", len(es))
 	}
 	if e := es[0]; e.Name != "dir" || e.Type != "FILE_TYPE_DIRECTORY" || e.Permissions != "drwxr-xr-x" || e.Mode != 0o755 || e.ModifiedTime != "2023-11-14T22:13:20.5Z" || e.SymlinkTarget != nil {
 		t.Errorf("dir: %+v", e)
 	}
-	if e := es[1]; e.Type != "FILE_TYPE_SYMLINK" || e.SymlinkTarget == nil || *e.SymlinkTarget != "target" || e.Owner != "u" || e.Group != "g" {
+	if e := es[1]; e.Type != "FILE_TYPE_SYMLINK" || e.SymlinkTarget == nil || *e.SymlinkTarget != "/w/target" || e.Owner != "u" || e.Group != "g" {
 		t.Errorf("link: %+v", e)
+	}
+	if e := es[2]; e.SymlinkTarget == nil || *e.SymlinkTarget != "/etc/x" {
+		t.Errorf("relative link out of its directory: %+v", e)
+	}
+	if e := es[3]; e.SymlinkTarget == nil || *e.SymlinkTarget != "/abs/t" {
+		t.Errorf("absolute link: %+v", e)
 	}
 	b, _ := json.Marshal(es[0])
 	if !strings.Contains(string(b), `"size":"4096"`) {
@@ -204,12 +212,20 @@ func TestEventsOf(t *testing.T) {
 	ev := proto.WatchEvent{Changes: []proto.WatchChange{
 		{Path: "/w/a.txt", Kind: proto.Created}, {Path: "/w/sub/b.txt", Kind: proto.Changed},
 		{Path: "/w/c.txt", Kind: proto.Deleted}, {Path: "/w", Kind: proto.Changed},
+		{Path: "/w/empty", Kind: proto.Created}, {Path: "/w/d", Kind: proto.Created, IsDir: true},
+		{Path: "/w/replaced.txt", Kind: proto.Deleted},
 	}}
-	got, _ := json.Marshal(eventsOf(ev, "/w", false))
-	if want := `[{"name":"a.txt","type":"EVENT_TYPE_CREATE"},{"name":"c.txt","type":"EVENT_TYPE_REMOVE"}]`; string(got) != want {
+	// What the sandbox holds after the change: c.txt is gone.
+	files := map[string]int64{"/w/a.txt": 3, "/w/sub/b.txt": 1, "/w/empty": 0, "/w/replaced.txt": 5}
+	look := func(p string) (int64, bool) { n, ok := files[p]; return n, ok }
+	got, _ := json.Marshal(eventsOf(ev, "/w", false, look))
+	want := `[{"name":"a.txt","type":"EVENT_TYPE_CREATE"},{"name":"a.txt","type":"EVENT_TYPE_WRITE"},` +
+		`{"name":"c.txt","type":"EVENT_TYPE_REMOVE"},{"name":"empty","type":"EVENT_TYPE_CREATE"},` +
+		`{"name":"d","type":"EVENT_TYPE_CREATE"},{"name":"replaced.txt","type":"EVENT_TYPE_WRITE"}]`
+	if string(got) != want {
 		t.Errorf("non-recursive: %s, want %s", got, want)
 	}
-	got, _ = json.Marshal(eventsOf(ev, "/w", true))
+	got, _ = json.Marshal(eventsOf(ev, "/w", true, look))
 	if !strings.Contains(string(got), `{"name":"sub/b.txt","type":"EVENT_TYPE_WRITE"}`) {
 		t.Errorf("recursive: %s", got)
 	}

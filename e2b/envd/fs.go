@@ -91,8 +91,7 @@ exec find -H "$p" -mindepth 1 -maxdepth "$3" -printf "$2"`
 mkdir -p -- "$1"`
 	moveScript = `if [ ! -e "$1" ] && [ ! -L "$1" ]; then exit 3; fi
 mkdir -p -- "$(dirname -- "$2")" && mv -fT -- "$1" "$2"`
-	removeScript = `if [ ! -e "$1" ] && [ ! -L "$1" ]; then exit 3; fi
-rm -rf -- "$1"`
+	removeScript = `rm -rf -- "$1"`
 )
 
 // run runs script with args in the sandbox; an exit code in answers is
@@ -132,7 +131,7 @@ func parseEntries(out []byte) []entryInfo {
 			e.Type, mode = "FILE_TYPE_DIRECTORY", mode|fs.ModeDir
 		case "l":
 			e.Type, mode = "FILE_TYPE_SYMLINK", mode|fs.ModeSymlink
-			target := f(6)
+			target := linkTarget(p, f(6))
 			e.SymlinkTarget = &target
 		case "f":
 			e.Type = "FILE_TYPE_FILE"
@@ -147,6 +146,16 @@ func parseEntries(out []byte) []entryInfo {
 		es = append(es, e)
 	}
 	return es
+}
+
+// linkTarget is the absolute path the link at p points to: E2B reports
+// the target as a path in the sandbox, so a relative one is read from the
+// link's directory.
+func linkTarget(p, target string) string {
+	if path.IsAbs(target) {
+		return path.Clean(target)
+	}
+	return path.Join(path.Dir(p), target)
 }
 
 // stat is the entry at abs.
@@ -237,10 +246,9 @@ func (s *Service) serveFilesystem(w http.ResponseWriter, r *http.Request, t targ
 			return
 		}
 		abs := absIn(t.info, req.Path)
-		_, code, err := run(ctx, t, removeScript, abs)
-		if err == nil && code == exitMissing {
-			err = rpcErr(codeNotFound, "path %s does not exist", abs)
-		}
+		// A path that is not there is already removed: E2B's envd
+		// answers it as done, and the SDK's callers rely on that.
+		_, _, err := run(ctx, t, removeScript, abs)
 		answer(w, err)
 	case "WatchDir":
 		s.watchDir(w, r, t)
@@ -296,24 +304,52 @@ type watchStream interface {
 }
 
 // eventsOf turns one agent event of the watch of base into E2B's, named
-// relative to base, the direct children only unless recursive.
-func eventsOf(ev proto.WatchEvent, base string, recursive bool) []fsEvent {
+// relative to base, the direct children only unless recursive. The agent
+// reports each path's net change, where E2B's envd passes on each inotify
+// event; look (the file's size, or false if it is not there) restores what
+// a user of E2B sees: a new file with content is create then write, and a
+// file replaced in one rename (as sandboxd writes a file over another) is
+// a write, not a remove.
+func eventsOf(ev proto.WatchEvent, base string, recursive bool, look func(string) (int64, bool)) []fsEvent {
 	var out []fsEvent
 	for _, ch := range ev.Changes {
 		name, ok := strings.CutPrefix(ch.Path, strings.TrimSuffix(base, "/")+"/")
 		if !ok || name == "" || (!recursive && strings.Contains(name, "/")) {
 			continue
 		}
-		typ := "EVENT_TYPE_WRITE"
-		switch ch.Kind {
-		case proto.Created:
-			typ = "EVENT_TYPE_CREATE"
-		case proto.Deleted:
-			typ = "EVENT_TYPE_REMOVE"
+		switch {
+		case ch.Kind == proto.Created:
+			out = append(out, fsEvent{Name: name, Type: "EVENT_TYPE_CREATE"})
+			if size, there := look(ch.Path); !ch.IsDir && there && size > 0 {
+				out = append(out, fsEvent{Name: name, Type: "EVENT_TYPE_WRITE"})
+			}
+		case ch.Kind == proto.Deleted:
+			typ := "EVENT_TYPE_REMOVE"
+			if _, there := look(ch.Path); !ch.IsDir && there {
+				typ = "EVENT_TYPE_WRITE"
+			}
+			out = append(out, fsEvent{Name: name, Type: typ})
+		default:
+			out = append(out, fsEvent{Name: name, Type: "EVENT_TYPE_WRITE"})
 		}
-		out = append(out, fsEvent{Name: name, Type: typ})
 	}
 	return out
+}
+
+// lookTimeout bounds one look at a changed file for eventsOf.
+const lookTimeout = 10 * time.Second
+
+// lookIn is eventsOf's look at a path in t's sandbox, through the agent.
+func lookIn(ctx context.Context, t target) func(string) (int64, bool) {
+	return func(p string) (int64, bool) {
+		ctx, cancel := context.WithTimeout(ctx, lookTimeout)
+		defer cancel()
+		fi, err := t.c.Stat(ctx, &proto.StatRequest{Root: "/", Path: p})
+		if err != nil || fi.IsDir {
+			return 0, false
+		}
+		return fi.Size, true
+	}
 }
 
 func (s *Service) watchDir(w http.ResponseWriter, r *http.Request, t target) {
@@ -361,7 +397,7 @@ func (s *Service) watchDir(w http.ResponseWriter, r *http.Request, t target) {
 			st.End(rpcErr(codeUnavailable, "the watch ended: %v", err))
 			return
 		}
-		for _, e := range eventsOf(ev, ws.Info().Base, req.Recursive) {
+		for _, e := range eventsOf(ev, ws.Info().Base, req.Recursive, lookIn(ctx, t)) {
 			if st.Send(watchDirResponse{Filesystem: &e}) != nil {
 				return
 			}

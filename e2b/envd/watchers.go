@@ -22,6 +22,7 @@ type watcher struct {
 	tenant, sandbox string
 	ws              watchStream
 	recursive       bool
+	look            func(string) (int64, bool)
 
 	mu      sync.Mutex
 	events  []fsEvent
@@ -45,7 +46,7 @@ func (w *watcher) loop() {
 			w.mu.Unlock()
 			return
 		}
-		w.events = append(w.events, eventsOf(ev, w.ws.Info().Base, w.recursive)...)
+		w.events = append(w.events, eventsOf(ev, w.ws.Info().Base, w.recursive, w.look)...)
 		if over := len(w.events) - maxWatcherEvents; over > 0 {
 			w.events = append([]fsEvent(nil), w.events[over:]...)
 			w.dropped += over
@@ -97,7 +98,7 @@ func (s *Service) servePolling(w http.ResponseWriter, r *http.Request, t target,
 		var b [8]byte
 		rand.Read(b[:])
 		id := "w" + hex.EncodeToString(b[:])
-		wt := &watcher{tenant: t.tenant, sandbox: t.info.ID, ws: ws, recursive: req.Recursive, polled: time.Now(), done: make(chan struct{})}
+		wt := &watcher{tenant: t.tenant, sandbox: t.info.ID, ws: ws, recursive: req.Recursive, look: lookIn(context.Background(), t), polled: time.Now(), done: make(chan struct{})}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()

@@ -91,6 +91,24 @@ test('files', async (t) => {
     assert.equal(await sbx.files.exists('moved/to.txt'), false)
   })
 
+  await t.test('removing a path that does not exist succeeds, as with E2B', async () => {
+    await sbx.files.remove('never/was/here.txt')
+    await sbx.files.remove('never/was/here.txt')
+    assert.equal(await sbx.files.exists('never/was/here.txt'), false)
+  })
+
+  await t.test('a symbolic link reports the absolute path it points to', async () => {
+    await sbx.files.write('links/real.txt', 'real')
+    const r = await sbx.commands.run('cd links && ln -s real.txt rel && ln -s ../links/real.txt up && ln -s /etc/hostname abs && pwd')
+    const dir = r.stdout.trim()
+    assert.equal((await sbx.files.getInfo('links/rel')).symlinkTarget, `${dir}/real.txt`)
+    assert.equal((await sbx.files.getInfo('links/up')).symlinkTarget, `${dir}/real.txt`)
+    assert.equal((await sbx.files.getInfo('links/abs')).symlinkTarget, '/etc/hostname')
+    const listed = Object.fromEntries((await sbx.files.list('links')).map((e) => [e.name, e.symlinkTarget]))
+    assert.equal(listed.rel, `${dir}/real.txt`)
+    assert.equal(listed['real.txt'], undefined)
+  })
+
   await t.test('watchDir reports a file written in the directory', async () => {
     await sbx.files.makeDir('watched')
     const events = []
@@ -99,6 +117,26 @@ test('files', async (t) => {
       await sbx.files.write('watched/new.txt', 'x')
       await waitFor('an event for new.txt', 15_000, () => events.some((e) => e.name === 'new.txt'))
       assert.ok(['create', 'write'].includes(events.find((e) => e.name === 'new.txt').type))
+    } finally {
+      await handle.stop()
+    }
+  })
+
+  await t.test('watchDir reports create then write for a new file with content, and write for a file written over', async () => {
+    await sbx.files.makeDir('watched2')
+    await sbx.files.write('watched2/old.txt', 'before')
+    const events = []
+    const handle = await sbx.files.watchDir('watched2', (e) => events.push([e.name, e.type]))
+    try {
+      await sbx.files.write('watched2/fresh.txt', 'new content')
+      await waitFor('a write event for fresh.txt', 15_000, () => events.some(([n, ty]) => n === 'fresh.txt' && ty === 'write'))
+      const fresh = events.filter(([n]) => n === 'fresh.txt').map(([, ty]) => ty)
+      assert.equal(fresh[0], 'create', `events for fresh.txt: ${fresh}`)
+      await sbx.files.write('watched2/old.txt', 'after')
+      await waitFor('an event for old.txt', 15_000, () => events.some(([n]) => n === 'old.txt'))
+      const old = events.filter(([n]) => n === 'old.txt').map(([, ty]) => ty)
+      assert.ok(old.includes('write'), `events for old.txt: ${old}`)
+      assert.ok(!old.includes('remove'), `events for old.txt: ${old}`)
     } finally {
       await handle.stop()
     }
