@@ -286,6 +286,10 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenant string) er
 	if err != nil {
 		return err
 	}
+	after, err := timeParam(q, "startedAfter")
+	if err != nil {
+		return err
+	}
 	infos, err := h.cfg.Sandboxes.List(r.Context(), tenant, "")
 	if err != nil {
 		return err
@@ -300,7 +304,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenant string) er
 		if t := q.Get("template"); t != "" && d.TemplateID != t {
 			continue
 		}
-		if !matches(d.Metadata, want) {
+		if !matches(d.Metadata, want) || (!after.IsZero() && d.StartedAt.Before(after)) {
 			continue
 		}
 		d.EnvdAccessToken, d.TrafficAccessToken, d.Lifecycle, d.AllowInternet = "", "", nil, nil
@@ -355,6 +359,60 @@ func matches(have, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// timeParam reads the RFC 3339 time q names (the zero time when absent),
+// as the SDK sends a Date.
+func timeParam(q url.Values, name string) (time.Time, error) {
+	v := q.Get(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, errdefs.InvalidArgument("%s %q is not an RFC 3339 time; send one like 2025-01-02T15:04:05Z", name, v)
+	}
+	return t, nil
+}
+
+// metricsRange reads getMetrics' start and end (Unix seconds, either may be
+// absent) and reports whether a sample taken at at falls within them.
+func metricsRange(q url.Values) (func(at time.Time) bool, error) {
+	var bounds [2]int64
+	for i, name := range []string{"start", "end"} {
+		v := q.Get(name)
+		if v == "" {
+			bounds[i] = -1
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return nil, errdefs.InvalidArgument("%s %q is not a Unix time in seconds; send a whole number of seconds since 1970", name, v)
+		}
+		bounds[i] = n
+	}
+	return func(at time.Time) bool {
+		s := at.Unix()
+		return (bounds[0] < 0 || s >= bounds[0]) && (bounds[1] < 0 || s <= bounds[1])
+	}, nil
+}
+
+// templateAlias answers GET /templates/aliases/{alias} (the SDK's
+// Template.exists): the templates are the operator's (e2b.templates),
+// shared by every tenant, so each is public.
+func (h *Handler) templateAlias(w http.ResponseWriter, r *http.Request, tenant string) error {
+	alias := r.PathValue("alias")
+	if _, ok := h.cfg.Templates[alias]; !ok {
+		return errdefs.NotFound("template %q not found: sandboxd does not build templates; the configured ones (e2b.templates) are %s", alias, strings.Join(slices.Sorted(maps.Keys(h.cfg.Templates)), ", "))
+	}
+	writeJSON(w, http.StatusOK, templateAliasOut{TemplateID: alias, Public: true})
+	return nil
+}
+
+// templateAliasOut is E2B's TemplateAliasResponse.
+type templateAliasOut struct {
+	TemplateID string `json:"templateID"`
+	Public     bool   `json:"public"`
 }
 
 // intParam reads the first of names present in q, def when none is.

@@ -172,6 +172,7 @@ func (h *Handler) routes() *http.ServeMux {
 	ctl("GET "+Prefix+"/sandboxes/{id}/metrics", h.metrics)
 	ctl("GET "+Prefix+"/snapshots", h.listSnapshots)
 	ctl("DELETE "+Prefix+"/templates/{id}", h.deleteTemplate)
+	ctl("GET "+Prefix+"/templates/aliases/{alias}", h.templateAlias)
 	m.HandleFunc("GET "+Prefix+"/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	m.HandleFunc(Prefix+"/sandbox/", h.front)
 	m.HandleFunc(Prefix+"/sandbox", h.front)

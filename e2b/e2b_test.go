@@ -335,7 +335,11 @@ func TestListFiltersAndPages(t *testing.T) {
 	if ids, _ := list(meta.Encode()); strings.Join(ids, " ") != "s1:running s3:paused" {
 		t.Errorf("metadata team=a b: %v", ids)
 	}
-	for _, bad := range []string{"limit=0", "limit=101", "state=gone", "nextToken=x"} {
+	after := url.Values{"startedAfter": {at(2).Format(time.RFC3339Nano)}}
+	if ids, _ := list(after.Encode()); strings.Join(ids, " ") != "s3:paused s2:paused" {
+		t.Errorf("started at or after minute 2: %v", ids)
+	}
+	for _, bad := range []string{"limit=0", "limit=101", "state=gone", "nextToken=x", "startedAfter=yesterday"} {
 		r := httptest.NewRequest("GET", "/e2b/v2/sandboxes?"+bad, nil)
 		r.Header.Set("X-API-KEY", "tok-acme")
 		rec := httptest.NewRecorder()
@@ -343,5 +347,48 @@ func TestListFiltersAndPages(t *testing.T) {
 		if rec.Code != 400 {
 			t.Errorf("%s: %d", bad, rec.Code)
 		}
+	}
+}
+
+func TestMetricsRange(t *testing.T) {
+	at := time.Unix(1000, 400_000_000)
+	for q, want := range map[string]bool{
+		"": true, "start=1000": true, "end=1000": true, "start=999&end=1001": true,
+		"start=1001": false, "end=999": false, "start=0&end=10": false,
+	} {
+		v, _ := url.ParseQuery(q)
+		within, err := metricsRange(v)
+		if err != nil || within(at) != want {
+			t.Errorf("%q: %v %v, want %v", q, within != nil && within(at), err, want)
+		}
+	}
+	for _, bad := range []string{"start=soon", "end=-1", "start=1.5"} {
+		v, _ := url.ParseQuery(bad)
+		if _, err := metricsRange(v); err == nil || !strings.Contains(err.Error(), "Unix time in seconds") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func TestTemplateAliasAnswersConfiguredTemplates(t *testing.T) {
+	h := newTestHandler(t, &fakeSandboxes{}, Config{Templates: map[string]string{"base": "img"}})
+	get := func(alias string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", "/e2b/templates/aliases/"+alias, nil)
+		r.Header.Set("X-API-KEY", "tok-acme")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	if rec := get("base"); rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"templateID":"base","public":true}` {
+		t.Errorf("base: %d %s", rec.Code, rec.Body)
+	}
+	rec := get("nope")
+	var body struct {
+		Code    int
+		Message string
+	}
+	json.Unmarshal(rec.Body.Bytes(), &body)
+	if rec.Code != 404 || body.Code != 404 || !strings.Contains(body.Message, `template "nope" not found`) {
+		t.Errorf("nope: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -297,9 +297,13 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, tenant string)
 	if err != nil {
 		return err
 	}
+	within, err := metricsRange(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	out := []metricOut{}
 	st, err := h.cfg.Sandboxes.Stats(r.Context(), tenant, info.ID)
-	if err == nil && !st.ReadAt.IsZero() {
+	if err == nil && !st.ReadAt.IsZero() && within(st.ReadAt) {
 		out = append(out, metricOut{Timestamp: st.ReadAt.UTC(), TimestampUnix: st.ReadAt.Unix(), CPUUsedPct: st.CPUPercent,
 			MemUsed: st.MemoryBytes, MemTotal: st.MemoryLimitBytes})
 	}

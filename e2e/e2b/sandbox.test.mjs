@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
-import { AuthenticationError, NotFoundError, Sandbox, SandboxError, TimeoutError } from 'e2b'
+import { AuthenticationError, NotFoundError, Sandbox, SandboxError, Template, TimeoutError } from 'e2b'
 import { newSandbox, sandboxdURL, waitFor } from './helpers.mjs'
 
 const suite = `run-${process.pid}-${Date.now()}`
@@ -23,6 +23,14 @@ test('create with metadata and envs; getInfo; list with a metadata filter; sandb
   assert.equal(both.length, 2)
   const paused = await Sandbox.list({ query: { metadata: { suite }, state: ['paused'] } }).nextItems()
   assert.equal(paused.length, 0)
+  const since = (d) => Sandbox.list({ query: { metadata: { suite }, startedAfter: d } }).nextItems()
+  assert.equal((await since(new Date(Date.now() - 3600_000))).length, 2)
+  assert.equal((await since(new Date(Date.now() + 3600_000))).length, 0)
+  const bad = await fetch(`${process.env.E2B_API_URL}/v2/sandboxes?startedAfter=yesterday`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })
+  assert.equal(bad.status, 400)
+  const body = await bad.json()
+  assert.equal(body.code, 400)
+  assert.match(body.message, /startedAfter "yesterday" is not an RFC 3339 time/)
 
   // An E2B sandbox is a sandboxd sandbox.
   const res = await fetch(`${sandboxdURL}/v1/sandboxes/${sbx.sandboxId}`, { headers: { Authorization: `Bearer ${process.env.E2B_API_KEY}` } })
@@ -82,6 +90,12 @@ test('kill; a killed sandbox is NotFoundError', async (t) => {
   // SDK raises as SandboxNotFoundError for a command, TimeoutError for a file.
   await assert.rejects(sbx.commands.run('true'), (e) => e instanceof NotFoundError)
   await assert.rejects(sbx.files.read('x'), (e) => e instanceof TimeoutError)
+})
+
+test('Template.exists is true for a configured template and false otherwise', async () => {
+  assert.equal(await Template.exists('base'), true)
+  assert.equal(await Template.exists('code-interpreter-v1'), true)
+  assert.equal(await Template.exists('no-such-template'), false)
 })
 
 test('a bad API key is AuthenticationError; an unknown template says templates are not built', async () => {

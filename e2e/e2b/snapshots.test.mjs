@@ -46,4 +46,8 @@ test('getMetrics answers the sandbox\'s resource use (one sample: Docker reports
     assert.equal(typeof m.cpuUsedPct, 'number')
     assert.ok(m.memUsed > 0, `memUsed ${m.memUsed}`)
   }
+  const hour = 3600_000
+  assert.equal((await sbx.getMetrics({ start: new Date(Date.now() - hour), end: new Date(Date.now() + hour) })).length, 1)
+  assert.deepEqual(await sbx.getMetrics({ start: new Date(Date.now() - 2 * hour), end: new Date(Date.now() - hour) }), [])
+  assert.deepEqual(await sbx.getMetrics({ start: new Date(Date.now() + hour) }), [])
 })
