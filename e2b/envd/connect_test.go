@@ -12,10 +12,13 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
 )
 
 // frames splits a streamed body into its envelopes.
@@ -258,5 +261,52 @@ func TestWalkOrder(t *testing.T) {
 	sort.Slice(paths, func(i, j int) bool { return walkBefore(paths[i], paths[j]) })
 	if want := "/p/a /p/a/x /p/a/x/y /p/a-b /p/a.txt /p/b"; strings.Join(paths, " ") != want {
 		t.Errorf("%v, want %s", paths, want)
+	}
+}
+
+// E2B's SDK takes a stream's end for a dropped connection, and then asks
+// /health whether the sandbox is gone, only for code unknown with
+// "terminated" in the message.
+func TestSandboxEndedIsWhatTheSDKTakesForADroppedConnection(t *testing.T) {
+	e := sandboxEnded("abc")
+	if e.Code != codeUnknown || !strings.Contains(e.Message, "terminated") || !strings.Contains(e.Message, "sandbox abc was killed") {
+		t.Errorf("%+v", e)
+	}
+}
+
+// dyingSandbox is a sandbox whose record says running for its first
+// `running` looks, as the manager's does while it removes the container.
+type dyingSandbox struct {
+	mu      sync.Mutex
+	running int
+	looks   int
+}
+
+func (d *dyingSandbox) Get(context.Context, string, string) (sandbox.Info, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.looks++
+	if d.looks <= d.running {
+		return sandbox.Info{ID: "abc", Tenant: "acme", State: sandbox.StateRunning}, nil
+	}
+	return sandbox.Info{}, errdefs.NotFound("no sandbox abc")
+}
+
+func (d *dyingSandbox) AgentOf(context.Context, sandbox.Info) (*agent.Client, sandbox.Info, error) {
+	return nil, sandbox.Info{}, errdefs.NotFound("no sandbox abc")
+}
+
+// The stream of a killed sandbox ends only once /health would say it is
+// gone: the SDK asks /health right then.
+func TestSandboxEndedWaitsForTheRecordToSayGone(t *testing.T) {
+	d := &dyingSandbox{running: 3}
+	s := New(Options{Sandboxes: d})
+	defer s.Close()
+	e := s.sandboxEnded(context.Background(), target{tenant: "acme", info: sandbox.Info{ID: "abc"}})
+	if d.looks != 4 {
+		t.Errorf("ended after %d looks at the record, want 4 (3 running, then gone)", d.looks)
+	}
+	if e.Code != codeUnknown || !strings.Contains(e.Message, "sandbox abc was killed") {
+		t.Errorf("%+v", e)
 	}
 }

@@ -3,6 +3,7 @@ package envd
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"math"
 	"net/http"
@@ -392,6 +393,12 @@ func (s *Service) watchDir(w http.ResponseWriter, r *http.Request, t target) {
 		if err != nil {
 			if ctx.Err() != nil {
 				st.End(timeoutWording(ctx, ctx.Err(), timeout))
+				return
+			}
+			var g errGone
+			if _, _, cerr := s.conn(r.Context(), t.tenant, t.info.ID); errors.As(cerr, &g) {
+				s.sandboxEnded(r.Context(), t)
+				st.End(rpcErr(codeUnknown, "the watch was terminated: sandbox %s was killed or its timeout ended", t.info.ID))
 				return
 			}
 			st.End(rpcErr(codeUnavailable, "the watch ended: %v", err))

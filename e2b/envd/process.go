@@ -414,24 +414,17 @@ func (s *Service) stream(w http.ResponseWriter, r *http.Request, t target, id st
 }
 
 // follow sends the output of process id from since until it ends; a pipe
-// that breaks meanwhile is followed again through the pipe of the moment.
+// that breaks meanwhile is followed again through the pipe of the moment,
+// and a sandbox gone under it ends the stream as the sandbox's end.
 func (s *Service) follow(ctx context.Context, st *stream, t target, id string, since int64, timeout time.Duration) error {
 	c := t.c
 	for attempt := 0; ; attempt++ {
 		f, err := c.ProcFollow(ctx, id, since)
-		if err != nil {
-			return timeoutWording(ctx, err, timeout)
-		}
-		for {
-			fr, err := f.Next()
+		for err == nil {
+			var fr *proto.ProcFrame
+			fr, err = f.Next()
 			if err != nil {
 				f.Close()
-				if ctx.Err() != nil {
-					return timeoutWording(ctx, err, timeout)
-				}
-				if !errors.Is(err, errdefs.ErrUnavailable) || attempt >= 3 {
-					return err
-				}
 				break
 			}
 			since = fr.Next
@@ -459,17 +452,76 @@ func (s *Service) follow(ctx context.Context, st *stream, t target, id string, s
 				return st.Send(eventResponse{Event: processEvent{End: endOf(fr.Exit)}})
 			}
 		}
-		_, cur, err := s.conn(ctx, t.tenant, t.info.ID)
+		if ctx.Err() != nil {
+			return timeoutWording(ctx, err, timeout)
+		}
+		if !errors.Is(err, errdefs.ErrUnavailable) {
+			return s.endedBy(ctx, t, err)
+		}
+		// The pipe broke: a new pipe, or the sandbox's end. The pause
+		// lets a sandbox being removed get far enough to tell.
+		select {
+		case <-ctx.Done():
+			return timeoutWording(ctx, ctx.Err(), timeout)
+		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+		}
+		_, cur, cerr := s.conn(ctx, t.tenant, t.info.ID)
 		var g errGone
 		switch {
-		case errors.As(err, &g):
-			// Killed meanwhile: the SDK reports unavailable as the
-			// sandbox's end.
-			return rpcErr(codeUnavailable, "%s", err.Error())
-		case err == nil:
+		case errors.As(cerr, &g):
+			return s.sandboxEnded(ctx, t)
+		case attempt >= 3:
+			return err
+		case cerr == nil:
 			c = cur
 		}
 	}
+}
+
+// endedBy is how a follow that failed with err ends: as the sandbox's end
+// when the sandbox is gone, err otherwise.
+func (s *Service) endedBy(ctx context.Context, t target, err error) error {
+	var g errGone
+	if _, _, cerr := s.conn(ctx, t.tenant, t.info.ID); errors.As(cerr, &g) {
+		return s.sandboxEnded(ctx, t)
+	}
+	return err
+}
+
+// goneWait bounds how long the end of a stream waits for a sandbox whose
+// container is gone to be reported gone (not running) as well.
+const goneWait = 10 * time.Second
+
+// sandboxEnded is the end of a stream whose sandbox is gone. The container
+// goes before the sandbox's record does, and the SDK asks /health (which
+// reads the record) as soon as the stream ends: so the end waits, a
+// bounded time, for the record to say the sandbox is not running.
+func (s *Service) sandboxEnded(ctx context.Context, t target) *rpcError {
+	ctx, cancel := context.WithTimeout(ctx, goneWait)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := s.o.Sandboxes.Get(ctx, t.tenant, t.info.ID)
+		if err != nil || info.State != sandbox.StateRunning {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return sandboxEnded(t.info.ID)
+		case <-tick.C:
+		}
+	}
+	return sandboxEnded(t.info.ID)
+}
+
+// sandboxEnded ends the stream of a command whose sandbox was killed (or
+// reached its timeout) under it. E2B's SDK recognises a dropped connection
+// by Connect's code unknown with "terminated" in the message, asks /health
+// (502 for a sandbox that is gone) and then says the sandbox was killed or
+// reached its end of life, after this sentence.
+func sandboxEnded(id string) *rpcError {
+	return rpcErr(codeUnknown, "the command's stream was terminated: sandbox %s was killed or its timeout ended while the command ran", id)
 }
 
 // timeoutWording says a command's or a stream's timeout ended it.

@@ -82,7 +82,12 @@ test('kill; a killed sandbox is NotFoundError', async (t) => {
   const running = await sbx.commands.run('sleep 600', { background: true })
   assert.equal(await sbx.kill(), true)
   // A command whose sandbox is killed under it ends as E2B's do.
-  await assert.rejects(running.wait(), (e) => e instanceof TimeoutError)
+  await assert.rejects(running.wait(), (e) => {
+    assert.ok(e instanceof TimeoutError, `got ${e}`)
+    assert.match(e.message, /sandbox \w+ was killed or its timeout ended while the command ran/)
+    assert.match(e.message, /The sandbox was killed or reached its end of life while the request was in flight/)
+    return true
+  })
   assert.equal(await sbx.kill(), false)
   await assert.rejects(Sandbox.connect(sbx.sandboxId), (e) => e instanceof NotFoundError)
   await assert.rejects(sbx.getInfo(), (e) => e instanceof NotFoundError)
