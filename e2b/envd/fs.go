@@ -321,12 +321,15 @@ func eventsOf(ev proto.WatchEvent, base string, recursive bool, look func(string
 		switch {
 		case ch.Kind == proto.Created:
 			out = append(out, fsEvent{Name: name, Type: "EVENT_TYPE_CREATE"})
-			if size, there := look(ch.Path); !ch.IsDir && there && size > 0 {
+			if ch.IsDir {
+				continue
+			}
+			if size, there := look(ch.Path); there && size > 0 {
 				out = append(out, fsEvent{Name: name, Type: "EVENT_TYPE_WRITE"})
 			}
 		case ch.Kind == proto.Deleted:
 			typ := "EVENT_TYPE_REMOVE"
-			if _, there := look(ch.Path); !ch.IsDir && there {
+			if !ch.IsDir && lookThere(look, ch.Path) {
 				typ = "EVENT_TYPE_WRITE"
 			}
 			out = append(out, fsEvent{Name: name, Type: typ})
@@ -335,6 +338,11 @@ func eventsOf(ev proto.WatchEvent, base string, recursive bool, look func(string
 		}
 	}
 	return out
+}
+
+func lookThere(look func(string) (int64, bool), p string) bool {
+	_, there := look(p)
+	return there
 }
 
 // lookTimeout bounds one look at a changed file for eventsOf.
