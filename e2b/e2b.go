@@ -85,8 +85,13 @@ type Config struct {
 	// Network is the network of a sandbox that asks for internet access
 	// ("" is sandboxd's default for the tenant).
 	Network string
-	// DataDir keeps the records and the access key (under e2b/).
-	DataDir   string
+	// DataDir keeps the access key (under e2b/), and once kept the
+	// sandboxes' records (migrated from at start, store.go).
+	DataDir string
+	// Secret signs the access tokens; every replica must have the same
+	// (the peer key), so that the owner of a sandbox after a failover
+	// takes the tokens its first owner gave. nil: a key kept in DataDir.
+	Secret    []byte
 	Auth      api.Authenticator
 	Host      Host
 	Sandboxes Sandboxes
@@ -127,9 +132,11 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	sg, err := loadSigner(dir)
-	if err != nil {
-		return nil, err
+	sg := newSigner(cfg.Secret)
+	if cfg.Secret == nil {
+		if sg, err = loadSigner(dir); err != nil {
+			return nil, err
+		}
 	}
 	h := &Handler{cfg: cfg, store: st, sign: sg, log: cfg.Log,
 		envd: envd.New(envd.Options{Sandboxes: cfg.Sandboxes, MaxLive: cfg.MaxLive, RingBytes: cfg.RingBytes, Log: cfg.Log}),
@@ -200,13 +207,20 @@ func (h *Handler) OwnsHost(host string) bool {
 }
 
 func (h *Handler) hostTarget(host string) (port int, id string, ok bool) {
-	if h.cfg.Domain == "" {
+	return HostSandbox(host, h.cfg.Domain)
+}
+
+// HostSandbox reads a sandbox's host name, {port}-{id}.{domain}: the port
+// and the sandbox id; ok is false for any other host, and for every host
+// when domain is "" (a replica's router routes by it too).
+func HostSandbox(host, domain string) (port int, id string, ok bool) {
+	if domain == "" {
 		return 0, "", false
 	}
 	if hst, _, err := net.SplitHostPort(host); err == nil {
 		host = hst
 	}
-	label, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(h.cfg.Domain))
+	label, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(domain))
 	if !ok || strings.Contains(label, ".") {
 		return 0, "", false
 	}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"os"
+	"strings"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/e2b"
@@ -15,7 +18,16 @@ func (lv *leaves) e2bOption() (api.Option, error) {
 	if cfg.E2B.Disabled {
 		return nil, nil
 	}
+	var secret []byte
+	if rc := cfg.Replication; rc.Enabled && rc.PeerSecretFile != "" {
+		key, err := os.ReadFile(rc.PeerSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("E2B access tokens are signed with the peer secret, which cannot be read: %w", err)
+		}
+		secret = []byte(strings.TrimSpace(string(key)))
+	}
 	h, err := e2b.New(e2b.Config{
+		Secret:    secret,
 		Templates: cfg.E2BTemplates(), Domain: cfg.E2B.Domain, PublicPorts: cfg.E2B.PublicPorts, Network: cfg.E2B.Network,
 		DataDir: lv.flags.dataDir, Auth: lv.auth, Sandboxes: lv.mgr,
 		MaxLive: cfg.Processes.MaxRunning, RingBytes: cfg.Processes.RingBytes, Ports: lv.e2bPorts(),
