@@ -90,6 +90,14 @@ type entry struct {
 	lifecycleRaw string
 	lifecycle    Lifecycle
 	lifecycleErr error
+	// expiry is info's LabelExpiry, parsed by setInfo as the lifecycle is
+	// (zero when absent or bad); expiryWritten is when this manager last
+	// wrote it, so a listing from before keeps it; expiryRetry is when a
+	// step the engine refused is tried again.
+	expiryRaw     string
+	expiry        Expiry
+	expiryWritten time.Time
+	expiryRetry   time.Time
 }
 
 // setInfo replaces e's info and parses its lifecycle label when the
@@ -97,6 +105,13 @@ type entry struct {
 // label again). The caller holds Manager.mu.
 func (e *entry) setInfo(info Info) {
 	e.info = info
+	if raw := info.Labels[LabelExpiry]; raw != e.expiryRaw {
+		e.expiryRaw = raw
+		e.expiry, _, _ = ExpiryOf(info) // a bad label is as none
+		if e.expiry.check() != nil {
+			e.expiry = Expiry{}
+		}
+	}
 	raw, ok := info.Labels[LabelLifecycle]
 	if !ok {
 		e.lifecycleRaw, e.lifecycle, e.lifecycleErr = "", Lifecycle{}, nil

@@ -16,7 +16,8 @@ import (
 // asking for any of them is created cold.
 func (m *Manager) poolFor(spec Spec) *pool {
 	if len(m.pools) == 0 || spec.Pool != "" || spec.HostWorkspace != "" ||
-		spec.Resources != (Resources{}) || (spec.Network != "" && spec.Network != "none") || !spec.Lifecycle.IsZero() || spec.Snapshot != "" {
+		spec.Resources != (Resources{}) || (spec.Network != "" && spec.Network != "none") || !spec.Lifecycle.IsZero() || spec.Snapshot != "" ||
+		!spec.Expiry.IsZero() || len(spec.Labels) > 0 {
 		return nil
 	}
 	return m.pools[spec.Image]
