@@ -327,6 +327,25 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (Info, error) {
 	return m.withSince(info), nil
 }
 
+// Find returns sandbox id whoever's it is, for a front end that is given
+// only a sandbox (E2B's public ports): NotFound when it does not exist,
+// is another deployment's or belongs to no conversation.
+func (m *Manager) Find(ctx context.Context, id string) (Info, error) {
+	if id == "" {
+		return Info{}, errNoSandbox(id)
+	}
+	info, err := m.backend.Inspect(ctx, id)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return Info{}, errNoSandbox(id)
+	case err != nil:
+		return Info{}, m.backendErr("inspect sandbox "+id, err)
+	case !m.dep.Owns(info.Labels) || info.Tenant == "" || info.Conversation == "":
+		return Info{}, errNoSandbox(id)
+	}
+	return info, nil
+}
+
 // List returns the tenant's sandboxes, of one conversation or of all when
 // conversation is "", oldest first. It always reads the backend.
 func (m *Manager) List(ctx context.Context, tenant, conversation string) ([]Info, error) {
