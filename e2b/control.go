@@ -253,6 +253,11 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 		}
 		cr.Network = "none"
 	}
+	release, err := h.hold(r.Context(), tenant, cr.Conversation)
+	if err != nil {
+		return err
+	}
+	defer release()
 	info, err := h.cfg.Host.CreateSandbox(r.Context(), tenant, cr)
 	if err != nil {
 		return err

@@ -96,6 +96,10 @@ type Config struct {
 	Auth      api.Authenticator
 	Host      Host
 	Sandboxes Sandboxes
+	// Hold, when set, makes this replica the owner of a new conversation
+	// (a create's, a fork's copy's) until release is called, as a create
+	// through sandboxd's own API is by the router; nil on a lone sandboxd.
+	Hold func(ctx context.Context, tenant, conversation string) (release func(), err error)
 	// Ports are served by sandboxd itself for every sandbox.
 	Ports     map[int]PortHandler
 	MaxLive   int
@@ -152,6 +156,29 @@ func New(cfg Config) (*Handler, error) {
 		}
 	}()
 	return h, nil
+}
+
+// hold makes this replica the owner of the tenant's new conversations
+// (Config.Hold); release ends the hold.
+func (h *Handler) hold(ctx context.Context, tenant string, convs ...string) (release func(), err error) {
+	var dones []func()
+	release = func() {
+		for _, d := range dones {
+			d()
+		}
+	}
+	if h.cfg.Hold == nil {
+		return release, nil
+	}
+	for _, c := range convs {
+		done, err := h.cfg.Hold(ctx, tenant, c)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		dones = append(dones, done)
+	}
+	return release, nil
 }
 
 // SetHost gives the handler the API server it creates sandboxes through

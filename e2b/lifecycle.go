@@ -236,6 +236,11 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, tenant string) er
 	for i := range convs {
 		convs[i] = newConversation()
 	}
+	release, err := h.hold(r.Context(), tenant, convs...)
+	if err != nil {
+		return err
+	}
+	defer release()
 	snap, made, failed, err := h.cfg.Sandboxes.Fork(r.Context(), tenant, info.ID, convs)
 	if err != nil && len(made) == 0 {
 		return err

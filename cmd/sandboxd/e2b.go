@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"strings"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/cluster"
 	"github.com/sandboxd/sandboxd/e2b"
+	"github.com/sandboxd/sandboxd/errdefs"
 )
 
 // e2bOption builds the E2B API (package e2b) over the leaves and mounts it
@@ -31,7 +34,8 @@ func (lv *leaves) e2bOption() (api.Option, error) {
 		Templates: cfg.E2BTemplates(), Domain: cfg.E2B.Domain, PublicPorts: cfg.E2B.PublicPorts, Network: cfg.E2B.Network,
 		DataDir: lv.flags.dataDir, Auth: lv.auth, Sandboxes: lv.mgr,
 		MaxLive: cfg.Processes.MaxRunning, RingBytes: cfg.Processes.RingBytes, Ports: lv.e2bPorts(),
-		Log: lv.log.With("component", "e2b"),
+		Hold: lv.e2bHold(),
+		Log:  lv.log.With("component", "e2b"),
 	})
 	if err != nil {
 		return nil, err
@@ -41,4 +45,23 @@ func (lv *leaves) e2bOption() (api.Option, error) {
 		h.SetHost(s)
 		return h
 	}, h.OwnsHost), nil
+}
+
+// e2bHold makes this replica the owner of an E2B create's (or fork's)
+// fresh conversation, as the router does for a create through /v1; nil
+// without replication.
+func (lv *leaves) e2bHold() func(ctx context.Context, tenant, conv string) (func(), error) {
+	if lv.rep == nil {
+		return nil
+	}
+	return func(ctx context.Context, tenant, conv string) (func(), error) {
+		route, err := lv.rep.owners.Resolve(ctx, cluster.Key{Tenant: tenant, Conversation: conv}, true)
+		if err != nil {
+			return nil, err
+		}
+		if !route.Local {
+			return nil, errdefs.Unavailable("conversation %s is another replica's; retry the create", conv)
+		}
+		return route.Done, nil
+	}
 }
