@@ -293,3 +293,22 @@ func withLabel(info Info, key, value string) Info {
 	}
 	return info
 }
+
+// ClaimLabels are the labels a claim of a warm pool sandbox stamps for
+// spec beyond its owner, as its creation would have: the expiry and the
+// front end's own labels.
+func ClaimLabels(spec Spec) map[string]string {
+	out := ExtLabelsOf(spec)
+	if e := ExpiryLabels(spec); e != nil {
+		if out == nil {
+			out = map[string]string{}
+		}
+		maps.Copy(out, e)
+	}
+	return out
+}
+
+// IsClaimLabel reports whether key is one ClaimLabels may hold.
+func IsClaimLabel(key string) bool {
+	return key == LabelExpiry || strings.HasPrefix(key, LabelExtPrefix)
+}

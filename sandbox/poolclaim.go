@@ -16,8 +16,7 @@ import (
 // asking for any of them is created cold.
 func (m *Manager) poolFor(spec Spec) *pool {
 	if len(m.pools) == 0 || spec.Pool != "" || spec.HostWorkspace != "" ||
-		spec.Resources != (Resources{}) || (spec.Network != "" && spec.Network != "none") || !spec.Lifecycle.IsZero() || spec.Snapshot != "" ||
-		!spec.Expiry.IsZero() || len(spec.Labels) > 0 {
+		spec.Resources != (Resources{}) || (spec.Network != "" && spec.Network != "none") || !spec.Lifecycle.IsZero() || spec.Snapshot != "" {
 		return nil
 	}
 	return m.pools[spec.Image]
@@ -88,7 +87,7 @@ func (m *Manager) handOver(ctx context.Context, claimer Claimer, w warm, spec Sp
 	if len(spec.Env) > 0 && !h.SandboxEnv {
 		return Info{}, errNoSandboxEnv
 	}
-	info, err := claimer.Claim(ctx, w.info, Owner{Tenant: spec.Tenant, Conversation: spec.Conversation})
+	info, err := claimer.Claim(ctx, w.info, Owner{Tenant: spec.Tenant, Conversation: spec.Conversation, Labels: ClaimLabels(spec)})
 	if errors.Is(err, errdefs.ErrConflict) {
 		_ = w.c.Close() // another replica's now: not ours to remove
 		return Info{}, err

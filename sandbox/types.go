@@ -87,6 +87,9 @@ type Spec struct {
 type Owner struct {
 	Tenant       string
 	Conversation string
+	// Labels are what a create would have stamped beyond the owner: the
+	// expiry and a front end's own labels (ClaimLabels).
+	Labels map[string]string
 }
 
 // Info describes one sandbox.
