@@ -15,7 +15,8 @@ import (
 
 // e2bOption builds the E2B API (package e2b) over the leaves and mounts it
 // on the API server under /e2b; nil when the config turns it off. The
-// handler's timeout loop is closed with the leaves.
+// handler (its migration of old records, its in-sandbox API's timers) is
+// closed with the leaves.
 func (lv *leaves) e2bOption() (api.Option, error) {
 	cfg := lv.cfg
 	if cfg.E2B.Disabled {
