@@ -90,7 +90,8 @@ type ExpiryRecorder interface {
 }
 
 // SetExpiry changes the tenant's sandbox id's expiry (zero clears it), in
-// the engine and in the manager's map at once.
+// the engine and in the manager's map at once, under the conversation's
+// lock, so that the reaper never takes a step on an expiry being changed.
 func (m *Manager) SetExpiry(ctx context.Context, tenant, id string, e Expiry) error {
 	if err := e.check(); err != nil {
 		return err
@@ -98,10 +99,19 @@ func (m *Manager) SetExpiry(ctx context.Context, tenant, id string, e Expiry) er
 	m.mu.Lock()
 	ent := m.byID[id]
 	mine := ent != nil && ent.info.Tenant == tenant && !ent.removing
+	var conv string
+	if mine {
+		conv = ent.info.Conversation
+	}
 	m.mu.Unlock()
 	if !mine {
 		return errNoSandbox(id)
 	}
+	unlock, err := m.convLocks.lock(ctx, convKey(tenant, conv))
+	if err != nil {
+		return errdefs.DeadlineExceeded("waiting for another operation on conversation %s: %v; retry", conv, err)
+	}
+	defer unlock()
 	return m.writeExpiry(ctx, id, e)
 }
 
@@ -164,7 +174,8 @@ func (m *Manager) dueExpiriesLocked() []Info {
 }
 
 // expire takes info's expiry step under its conversation's lock and the
-// reap gate, reading the expiry again once both are held. A pause or a
+// reap gate, reading the expiry again from the engine once both are held
+// (a change made meanwhile, here or by a previous owner, wins). A pause or a
 // hibernation clears the expiry once taken (or when the sandbox is not in
 // a state to take it: it was paused otherwise), so that a sandbox resumed
 // later is not stopped again by a time already past.
@@ -184,9 +195,21 @@ func (m *Manager) expire(ctx context.Context, info Info) {
 		}
 	}
 	now := m.opts.now()
+	fresh, err := m.backend.Inspect(ctx, info.ID)
 	m.mu.Lock()
 	e := m.byID[info.ID]
-	if e == nil || e.removing || e.expiry.IsZero() || now.Before(e.expiry.At) {
+	if e == nil || e.removing {
+		m.mu.Unlock()
+		return
+	}
+	if err != nil {
+		// Gone (the next refresh drops it) or the engine does not answer.
+		e.expiryRetry = now.Add(expiryRetryAfter)
+		m.mu.Unlock()
+		return
+	}
+	e.setInfo(fresh)
+	if e.expiry.IsZero() || now.Before(e.expiry.At) {
 		m.mu.Unlock()
 		return
 	}
