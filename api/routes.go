@@ -48,7 +48,16 @@ const (
 	// owner checks it). A host-based preview's request is routed the same
 	// way before any route matches.
 	ScopePreview
+	// ScopeSandboxHeader belongs to the conversation of the sandbox the
+	// request's SandboxHeader names (the E2B API's requests into a
+	// sandbox). A request to an E2B sandbox's host name is routed the same
+	// way before any route matches.
+	ScopeSandboxHeader
 )
+
+// SandboxHeader names the sandbox of a request routed ScopeSandboxHeader:
+// E2B's SDK sends it with every request into a sandbox.
+const SandboxHeader = "E2b-Sandbox-Id"
 
 func (s Scope) String() string {
 	switch s {
@@ -68,12 +77,14 @@ func (s Scope) String() string {
 		return "by question"
 	case ScopePreview:
 		return "by preview token"
+	case ScopeSandboxHeader:
+		return "by sandbox header"
 	}
 	return "unknown scope " + strconv.Itoa(int(s))
 }
 
 // known reports whether s is one of the scopes.
-func (s Scope) known() bool { return s >= ScopeNone && s <= ScopePreview }
+func (s Scope) known() bool { return s >= ScopeNone && s <= ScopeSandboxHeader }
 
 // Route is one endpoint as a replica's router sees it.
 type Route struct {
@@ -339,10 +350,18 @@ func routeTable() []route {
 		// Path-based previews: the link's token is the permission, for one
 		// port of one sandbox (previews.go).
 		{scope: ScopePreview, noDoc: true, serve: public((*Server).servePathPreview), Route: openapi.Route{Path: ports.PathPrefix + "{token}/{path...}", ID: "preview"}},
-		// The E2B API (package e2b), which authenticates on its own. Its
-		// requests are served by the replica they reach: it has no scope
-		// of its own yet (a sandbox id in a path or a header).
+		// The E2B API (package e2b), which authenticates on its own. A
+		// call on one sandbox (its id in the path) and a request into one
+		// (its id in the header) go to the replica owning the sandbox's
+		// conversation; a create makes a fresh conversation, owned by the
+		// replica that makes it, and a listing reads the engine, so those
+		// are served where they arrive.
 		{scope: ScopeNone, noDoc: true, serve: (*Server).mounted, Route: openapi.Route{Path: MountPrefix, ID: "e2b"}},
+		{scope: ScopeSandbox, noDoc: true, serve: (*Server).mounted, Route: openapi.Route{Path: MountPrefix + "sandboxes/{id}", ID: "e2bSandbox"}},
+		{scope: ScopeSandbox, noDoc: true, serve: (*Server).mounted, Route: openapi.Route{Path: MountPrefix + "sandboxes/{id}/{rest...}", ID: "e2bSandboxCall"}},
+		{scope: ScopeSandbox, noDoc: true, serve: (*Server).mounted, Route: openapi.Route{Path: MountPrefix + "v2/sandboxes/{id}/{rest...}", ID: "e2bSandboxCallV2"}},
+		{scope: ScopeSandboxHeader, noDoc: true, serve: (*Server).mounted, Route: openapi.Route{Path: MountSandboxPrefix, ID: "e2bInSandboxRoot"}},
+		{scope: ScopeSandboxHeader, noDoc: true, serve: (*Server).mounted, Route: openapi.Route{Path: MountSandboxPrefix + "/", ID: "e2bInSandbox"}},
 		{scope: ScopeNone, noDoc: true, serve: public((*Server).notFound), Route: openapi.Route{Path: "/", ID: "notFound"}},
 	}
 }

@@ -37,6 +37,8 @@ func (s *Server) CreateSandbox(ctx context.Context, tenant string, req CreateSan
 		Env:          req.Env,
 		Network:      req.Network,
 		Snapshot:     req.Snapshot,
+		Expiry:       req.Expiry,
+		Labels:       req.Labels,
 	}
 	if spec.Image == "" && spec.Snapshot == "" {
 		spec.Image = s.image

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/questions"
+	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
 )
 
@@ -31,6 +32,10 @@ type CreateSandboxRequest struct {
 	// Snapshot makes the sandbox from one of the tenant's snapshots (its
 	// files; its image is the snapshot's).
 	Snapshot string `json:"snapshot,omitempty"`
+	// Expiry and Labels are set by a front end over the same sandboxes
+	// (package e2b), never by the JSON API: sandbox.Spec's.
+	Expiry sandbox.Expiry    `json:"-"`
+	Labels map[string]string `json:"-"`
 }
 
 // EgressRules are allow and deny lists: host names with "*." wildcards and

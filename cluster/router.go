@@ -34,6 +34,10 @@ type SandboxLookup func(ctx context.Context, id string) (Key, bool)
 // owner does. ok is false for a request that is not a preview's.
 type PreviewLookup func(r *http.Request) (sandboxID string, ok bool)
 
+// HostLookup reads the sandbox a request's host name belongs to (E2B's
+// {port}-{id}.{domain}); ok is false for any other host.
+type HostLookup func(r *http.Request) (sandboxID string, ok bool)
+
 // Router is the front of the API on a replica: a request for a
 // conversation is served here when this replica owns it (or takes it
 // over), forwarded to its owner otherwise, and given 503 with
@@ -50,6 +54,7 @@ type Router struct {
 	runs      RunLookup
 	sandboxes SandboxLookup
 	previews  PreviewLookup
+	hosts     HostLookup
 	auth      Authenticator
 	next      http.Handler
 	maxBody   int64
@@ -68,7 +73,10 @@ type RouterOptions struct {
 	// Previews finds a preview request's sandbox; nil: preview requests
 	// are served where they arrive.
 	Previews PreviewLookup
-	Auth     Authenticator
+	// Hosts finds the sandbox of a request to a sandbox's own host name;
+	// nil: such requests are routed by their path.
+	Hosts HostLookup
+	Auth  Authenticator
 	// MaxBody caps the bodies read to find a conversation (create calls).
 	MaxBody int64
 	Metrics *Metrics
@@ -81,7 +89,7 @@ func NewRouter(next http.Handler, o RouterOptions) *Router {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	rt := &Router{owners: o.Owners, fwd: o.Forwarder, signer: o.Signer, runs: o.Runs, sandboxes: o.Sandboxes,
-		previews: o.Previews, auth: o.Auth, next: next, maxBody: o.MaxBody, metrics: o.Metrics, log: o.Log}
+		previews: o.Previews, hosts: o.Hosts, auth: o.Auth, next: next, maxBody: o.MaxBody, metrics: o.Metrics, log: o.Log}
 	mux, err := rt.routeMux(api.Routes())
 	if err != nil {
 		// Only a bug in the route table gets here, and its test fails
@@ -101,13 +109,14 @@ func (rt *Router) routeMux(routes []api.Route) (*http.ServeMux, error) {
 		serve http.HandlerFunc
 		param string // the path wildcard the scope reads
 	}{
-		api.ScopeNone:     {rt.next.ServeHTTP, ""},
-		api.ScopeRun:      {rt.byRun, "id"},
-		api.ScopeSandbox:  {rt.bySandbox, "id"},
-		api.ScopeBody:     {rt.byBody, ""},
-		api.ScopeSpace:    {rt.listQuestions, "space"},
-		api.ScopeQuestion: {rt.answerQuestion, "id"},
-		api.ScopePreview:  {rt.byPreview, "token"},
+		api.ScopeNone:          {rt.next.ServeHTTP, ""},
+		api.ScopeRun:           {rt.byRun, "id"},
+		api.ScopeSandbox:       {rt.bySandbox, "id"},
+		api.ScopeBody:          {rt.byBody, ""},
+		api.ScopeSpace:         {rt.listQuestions, "space"},
+		api.ScopeQuestion:      {rt.answerQuestion, "id"},
+		api.ScopePreview:       {rt.byPreview, "token"},
+		api.ScopeSandboxHeader: {rt.bySandboxHeader, ""},
 	}
 	mux := http.NewServeMux()
 	catchAll := false
@@ -156,6 +165,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if rt.hosts != nil {
+		// So is a request to a sandbox's own host name.
+		if id, ok := rt.hosts(r); ok {
+			rt.bySandboxID(w, r, id)
+			return
+		}
+	}
 	rt.mux.ServeHTTP(w, r)
 }
 
@@ -193,6 +209,17 @@ func (rt *Router) byRun(w http.ResponseWriter, r *http.Request) {
 
 func (rt *Router) bySandbox(w http.ResponseWriter, r *http.Request) {
 	rt.bySandboxID(w, r, r.PathValue("id"))
+}
+
+// bySandboxHeader routes a request by the sandbox its api.SandboxHeader
+// names; without one it is served here, where the API says what is missing.
+func (rt *Router) bySandboxHeader(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get(api.SandboxHeader)
+	if id == "" {
+		rt.next.ServeHTTP(w, r)
+		return
+	}
+	rt.bySandboxID(w, r, id)
 }
 
 // byPreview routes a path-based preview by the sandbox its token names.

@@ -58,6 +58,8 @@ func TestEveryScopedRouteReachesItsOwner(t *testing.T) {
 			path, want = samplePath(r, "run_1"), "served by sd-0 forwarded=true"
 		case api.ScopeSandbox:
 			path, want = samplePath(r, "sb_1"), "served by sd-0 forwarded=true"
+		case api.ScopeSandboxHeader:
+			want = "served by sd-0 forwarded=true"
 		case api.ScopeBody:
 			body, want = `{"conversation":"c1"}`, "served by sd-0 forwarded=true"
 		case api.ScopeNone:
@@ -68,6 +70,9 @@ func TestEveryScopedRouteReachesItsOwner(t *testing.T) {
 		req, err := http.NewRequestWithContext(ctx, methodOf(r), b.srv.URL+path, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if r.Scope == api.ScopeSandboxHeader {
+			req.Header.Set(api.SandboxHeader, "sb_1")
 		}
 		req.Header.Set("Authorization", "Bearer "+humanToken)
 		resp, err := http.DefaultClient.Do(req)
@@ -80,7 +85,7 @@ func TestEveryScopedRouteReachesItsOwner(t *testing.T) {
 			t.Errorf("%s %s (%s, routed %s) at sd-1: %d %q; want %q", req.Method, path, r.ID, r.Scope, resp.StatusCode, got, want)
 		}
 	}
-	for _, s := range []api.Scope{api.ScopeRun, api.ScopeSandbox, api.ScopeBody, api.ScopeNone} {
+	for _, s := range []api.Scope{api.ScopeRun, api.ScopeSandbox, api.ScopeBody, api.ScopeNone, api.ScopeSandboxHeader} {
 		if seen[s] == 0 {
 			t.Errorf("the table has no route routed %s; the walk checked nothing of it", s)
 		}

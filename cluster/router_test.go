@@ -44,6 +44,13 @@ func newRouterReplica(t *testing.T, ctx context.Context, cs *fake.Clientset, id 
 // sandboxes.
 func newRouterReplicaWith(t *testing.T, ctx context.Context, cs *fake.Clientset, id string, runs fakeRuns, sandboxes SandboxLookup) *routerReplica {
 	t.Helper()
+	return newRouterReplicaOpts(t, ctx, cs, id, runs, func(o *RouterOptions) { o.Sandboxes = sandboxes })
+}
+
+// newRouterReplicaOpts is newRouterReplica with its router's options
+// changed by opts.
+func newRouterReplicaOpts(t *testing.T, ctx context.Context, cs *fake.Clientset, id string, runs fakeRuns, opts func(*RouterOptions)) *routerReplica {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	t.Cleanup(srv.Close)
 	rp := &routerReplica{id: id, srv: srv}
@@ -64,8 +71,11 @@ func newRouterReplicaWith(t *testing.T, ctx context.Context, cs *fake.Clientset,
 		}
 		fmt.Fprintf(w, "served by %s forwarded=%v body=%s", id, IsForwarded(r), body)
 	})
-	srv.Config.Handler = NewRouter(next, RouterOptions{Owners: rp.owners, Forwarder: NewForwarder(signer, nil, nil), Signer: signer,
-		Runs: runs, Auth: fakeAuth{}, MaxBody: 1 << 20, Sandboxes: sandboxes})
+	o := RouterOptions{Owners: rp.owners, Forwarder: NewForwarder(signer, nil, nil), Signer: signer,
+		Runs: runs, Auth: fakeAuth{}, MaxBody: 1 << 20,
+		Sandboxes: func(context.Context, string) (Key, bool) { return Key{}, false }}
+	opts(&o)
+	srv.Config.Handler = NewRouter(next, o)
 	srv.Start()
 	if err := rp.owners.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -169,7 +169,7 @@ func state(s string) string {
 }
 
 func (h *Handler) detail(tenant string, info sandbox.Info) detailOut {
-	rec, _ := h.store.get(info.ID)
+	rec := h.recordOf(info)
 	d := detailOut{sandboxOut: h.out(tenant, info, rec), StartedAt: info.CreatedAt.UTC(), EndAt: rec.EndAt.UTC(),
 		Metadata: rec.Metadata, State: state(info.State), VolumeMounts: []struct{}{}}
 	if d.State == "" {
@@ -219,7 +219,16 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 	if err != nil {
 		return err
 	}
-	cr := api.CreateSandboxRequest{Conversation: newConversation(), Env: req.EnvVars, Network: h.cfg.Network}
+	f := fixed{Template: req.TemplateID, Metadata: req.Metadata,
+		AutoPause: req.AutoPause != nil && *req.AutoPause, KeepMemory: req.AutoPauseMemory == nil || *req.AutoPauseMemory}
+	labels, err := f.label()
+	if err != nil {
+		return err
+	}
+	cr := api.CreateSandboxRequest{Conversation: newConversation(), Env: req.EnvVars, Network: h.cfg.Network, Labels: labels}
+	if timeout > 0 {
+		cr.Expiry = sandbox.Expiry{At: time.Now().Add(timeout), Then: f.then()}
+	}
 	if img, ok := h.cfg.Templates[req.TemplateID]; ok {
 		cr.Image = img
 	} else if _, serr := h.cfg.Sandboxes.GetSnapshot(r.Context(), tenant, req.TemplateID); serr == nil {
@@ -244,20 +253,16 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 		}
 		cr.Network = "none"
 	}
+	release, err := h.hold(r.Context(), tenant, cr.Conversation)
+	if err != nil {
+		return err
+	}
+	defer release()
 	info, err := h.cfg.Host.CreateSandbox(r.Context(), tenant, cr)
 	if err != nil {
 		return err
 	}
-	rec := record{Tenant: tenant, Template: req.TemplateID, Metadata: req.Metadata, Created: time.Now().UTC(),
-		AutoPause: req.AutoPause != nil && *req.AutoPause, KeepMemory: req.AutoPauseMemory == nil || *req.AutoPauseMemory}
-	if timeout > 0 {
-		rec.EndAt = time.Now().Add(timeout).UTC()
-	}
-	if err := h.store.update(info.ID, func(r *record) bool { *r = rec; return true }); err != nil {
-		h.cfg.Sandboxes.Delete(r.Context(), tenant, info.ID)
-		return errdefs.Internal("the sandbox's E2B record cannot be saved (%v); it was removed again, retry", err)
-	}
-	writeJSON(w, http.StatusCreated, h.out(tenant, info, rec))
+	writeJSON(w, http.StatusCreated, h.out(tenant, info, h.recordOf(info)))
 	return nil
 }
 
@@ -451,9 +456,6 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, tenant string) er
 	}
 	if err := h.cfg.Sandboxes.Delete(r.Context(), tenant, info.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return err
-	}
-	if err := h.store.remove(info.ID); err != nil {
-		h.log.Warn("e2b: the removed sandbox's record cannot be dropped", "sandbox", info.ID, "err", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

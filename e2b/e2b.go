@@ -18,8 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/e2b/envd"
@@ -69,6 +67,9 @@ type Sandboxes interface {
 	GetSnapshot(ctx context.Context, tenant, snapID string) (sandbox.Snapshot, error)
 	DeleteSnapshot(ctx context.Context, tenant, snapID string) error
 	Fork(ctx context.Context, tenant, id string, conversations []string) (sandbox.Snapshot, []sandbox.Info, []sandbox.ForkFailure, error)
+	SetExpiry(ctx context.Context, tenant, id string, e sandbox.Expiry) error
+	// Find is sandbox id whoever's it is (a public port names no tenant).
+	Find(ctx context.Context, id string) (sandbox.Info, error)
 }
 
 var _ Sandboxes = (*sandbox.Manager)(nil)
@@ -85,11 +86,20 @@ type Config struct {
 	// Network is the network of a sandbox that asks for internet access
 	// ("" is sandboxd's default for the tenant).
 	Network string
-	// DataDir keeps the records and the access key (under e2b/).
-	DataDir   string
+	// DataDir keeps the access key (under e2b/), and once kept the
+	// sandboxes' records (migrated from at start, store.go).
+	DataDir string
+	// Secret signs the access tokens; every replica must have the same
+	// (the peer key), so that the owner of a sandbox after a failover
+	// takes the tokens its first owner gave. nil: a key kept in DataDir.
+	Secret    []byte
 	Auth      api.Authenticator
 	Host      Host
 	Sandboxes Sandboxes
+	// Hold, when set, makes this replica the owner of a new conversation
+	// (a create's, a fork's copy's) until release is called, as a create
+	// through sandboxd's own API is by the router; nil on a lone sandboxd.
+	Hold func(ctx context.Context, tenant, conversation string) (release func(), err error)
 	// Ports are served by sandboxd itself for every sandbox.
 	Ports     map[int]PortHandler
 	MaxLive   int
@@ -99,22 +109,24 @@ type Config struct {
 
 // Handler serves the E2B API under /e2b.
 type Handler struct {
-	cfg   Config
-	mux   *http.ServeMux
-	envd  *envd.Service
-	store *store
-	sign  signer
-	log   *slog.Logger
+	cfg  Config
+	mux  *http.ServeMux
+	envd *envd.Service
+	sign signer
+	log  *slog.Logger
+	// legacy are the records of a sandboxd from before (store.go), read
+	// once at start and never written.
+	legacy map[string]record
 
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	done chan struct{} // closed when the migration of legacy ended
 }
 
 // Prefix is where the handler serves.
 const Prefix = "/e2b"
 
-// New makes the handler and starts its timeout loop (ended by Close).
+// New makes the handler and, when the data dir holds the records of a
+// sandboxd from before, moves their timeouts onto the sandboxes (Close
+// waits for it).
 func New(cfg Config) (*Handler, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -123,29 +135,59 @@ func New(cfg Config) (*Handler, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	st, err := openStore(dir)
+	legacy, toMigrate, err := loadLegacy(dir)
 	if err != nil {
 		return nil, err
 	}
-	sg, err := loadSigner(dir)
-	if err != nil {
-		return nil, err
+	sg := newSigner(cfg.Secret)
+	if cfg.Secret == nil {
+		if sg, err = loadSigner(dir); err != nil {
+			return nil, err
+		}
 	}
-	h := &Handler{cfg: cfg, store: st, sign: sg, log: cfg.Log,
+	h := &Handler{cfg: cfg, sign: sg, log: cfg.Log, legacy: legacy,
 		envd: envd.New(envd.Options{Sandboxes: cfg.Sandboxes, MaxLive: cfg.MaxLive, RingBytes: cfg.RingBytes, Log: cfg.Log}),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		done: make(chan struct{})}
 	h.mux = h.routes()
-	go h.timeouts()
+	go func() {
+		defer close(h.done)
+		if toMigrate {
+			h.migrate(dir)
+		}
+	}()
 	return h, nil
+}
+
+// hold makes this replica the owner of the tenant's new conversations
+// (Config.Hold); release ends the hold.
+func (h *Handler) hold(ctx context.Context, tenant string, convs ...string) (release func(), err error) {
+	var dones []func()
+	release = func() {
+		for _, d := range dones {
+			d()
+		}
+	}
+	if h.cfg.Hold == nil {
+		return release, nil
+	}
+	for _, c := range convs {
+		done, err := h.cfg.Hold(ctx, tenant, c)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		dones = append(dones, done)
+	}
+	return release, nil
 }
 
 // SetHost gives the handler the API server it creates sandboxes through
 // (api.WithE2B's build, once the server exists).
 func (h *Handler) SetHost(host Host) { h.cfg.Host = host }
 
-// Close ends the timeout loop and the in-sandbox API's timers.
+// Close waits for the migration (bounded by its own deadline) and ends
+// the in-sandbox API's timers.
 func (h *Handler) Close() error {
-	h.once.Do(func() { close(h.stop) })
 	<-h.done
 	return h.envd.Close()
 }
@@ -200,13 +242,20 @@ func (h *Handler) OwnsHost(host string) bool {
 }
 
 func (h *Handler) hostTarget(host string) (port int, id string, ok bool) {
-	if h.cfg.Domain == "" {
+	return HostSandbox(host, h.cfg.Domain)
+}
+
+// HostSandbox reads a sandbox's host name, {port}-{id}.{domain}: the port
+// and the sandbox id; ok is false for any other host, and for every host
+// when domain is "" (a replica's router routes by it too).
+func HostSandbox(host, domain string) (port int, id string, ok bool) {
+	if domain == "" {
 		return 0, "", false
 	}
 	if hst, _, err := net.SplitHostPort(host); err == nil {
 		host = hst
 	}
-	label, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(h.cfg.Domain))
+	label, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(domain))
 	if !ok || strings.Contains(label, ".") {
 		return 0, "", false
 	}
@@ -331,13 +380,13 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, id string
 			writeError(w, http.StatusUnauthorized, "a request to sandbox "+id+" needs its access token in X-Access-Token (or E2b-Traffic-Access-Token): the envdAccessToken its create or connect answered")
 			return
 		}
-		// A public port: the sandbox's record says whose it is.
-		rec, ok := h.store.get(id)
-		if !ok {
+		// A public port: the sandbox says whose it is.
+		info, err := h.cfg.Sandboxes.Find(r.Context(), id)
+		if err != nil {
 			writeError(w, http.StatusBadGateway, "sandbox "+id+" is not running: it was killed or its timeout ended")
 			return
 		}
-		tenant = rec.Tenant
+		tenant = info.Tenant
 	}
 	r.Header.Del("X-Access-Token")
 	r.Header.Del("E2b-Traffic-Access-Token")
@@ -366,62 +415,4 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, id string
 			writeError(w, status, err.Error())
 		}
 	}
-}
-
-// timeouts kills (or pauses) the sandboxes whose E2B timeout has passed,
-// looking every second.
-func (h *Handler) timeouts() {
-	defer close(h.done)
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	retry := map[string]time.Time{} // a failed step's next try
-	for {
-		select {
-		case <-h.stop:
-			return
-		case now := <-t.C:
-			for id, rec := range h.store.due(now) {
-				if now.Before(retry[id]) {
-					continue
-				}
-				if h.expire(id, rec) {
-					delete(retry, id)
-				} else {
-					// The engine refused: try again in a minute, not every second.
-					retry[id] = now.Add(time.Minute)
-				}
-			}
-		}
-	}
-}
-
-// expire takes the timeout's step for sandbox id: pause it (autoPause) or
-// delete it. It reports whether the step was taken.
-func (h *Handler) expire(id string, rec record) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var err error
-	switch {
-	case rec.AutoPause && rec.KeepMemory:
-		_, err = h.cfg.Sandboxes.Pause(ctx, rec.Tenant, id)
-	case rec.AutoPause:
-		_, err = h.cfg.Sandboxes.Hibernate(ctx, rec.Tenant, id)
-	default:
-		err = h.cfg.Sandboxes.Delete(ctx, rec.Tenant, id)
-	}
-	switch {
-	case errors.Is(err, errdefs.ErrNotFound) || (err == nil && !rec.AutoPause):
-		h.log.Info("e2b: sandbox timeout reached", "sandbox", id, "tenant", rec.Tenant, "step", "removed")
-		err = h.store.remove(id)
-	case err == nil:
-		h.log.Info("e2b: sandbox timeout reached", "sandbox", id, "tenant", rec.Tenant, "step", "paused")
-		err = h.store.update(id, func(r *record) bool { r.EndAt = time.Time{}; return true })
-	default:
-		h.log.Warn("e2b: the timeout's step failed; it is tried again in a minute", "sandbox", id, "err", err)
-		return false
-	}
-	if err != nil {
-		h.log.Warn("e2b: the sandbox's record cannot be saved", "sandbox", id, "err", err)
-	}
-	return true
 }

@@ -3,10 +3,14 @@ package e2b
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
+	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,10 +24,11 @@ import (
 // fakeSandboxes knows sandboxes by id; what a test does not use panics.
 type fakeSandboxes struct {
 	Sandboxes
-	mu      sync.Mutex
-	boxes   map[string]sandbox.Info
-	deleted []string
-	paused  []string
+	mu       sync.Mutex
+	boxes    map[string]sandbox.Info
+	deleted  []string
+	paused   []string
+	expiries []string // the sandboxes whose expiry was set
 }
 
 func (f *fakeSandboxes) Get(_ context.Context, tenant, id string) (sandbox.Info, error) {
@@ -235,41 +240,108 @@ func TestPortHandlersGetTheInnerPath(t *testing.T) {
 	}
 }
 
-func TestTimeoutKillsOrPausesAndRecordsSurviveARestart(t *testing.T) {
+func (f *fakeSandboxes) SetExpiry(_ context.Context, tenant, id string, e sandbox.Expiry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.boxes[id]
+	if !ok || b.Tenant != tenant {
+		return errdefs.NotFound("sandbox %s not found", id)
+	}
+	b.Labels = maps.Clone(b.Labels)
+	if b.Labels == nil {
+		b.Labels = map[string]string{}
+	}
+	b.Labels[sandbox.LabelExpiry] = sandbox.ExpiryLabels(sandbox.Spec{Expiry: e})[sandbox.LabelExpiry]
+	if e.IsZero() {
+		b.Labels[sandbox.LabelExpiry] = "{}"
+	}
+	f.boxes[id] = b
+	f.expiries = append(f.expiries, id)
+	return nil
+}
+
+// The records of a sandboxd from before: their timeouts move onto the
+// sandboxes that have none of their own, once (the file is renamed), and
+// their templates and metadata are still read for the sandboxes they name.
+func TestOldRecordsAreMigrated(t *testing.T) {
+	future := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	mine := sandbox.ExpiryLabels(sandbox.Spec{Expiry: sandbox.Expiry{At: future.Add(time.Hour), Then: sandbox.ExpireDelete}})
 	sb := &fakeSandboxes{boxes: map[string]sandbox.Info{
-		"kill": {ID: "kill", Tenant: "acme", State: "running"}, "nap": {ID: "nap", Tenant: "acme", State: "running"},
-		"later": {ID: "later", Tenant: "acme", State: "running"},
+		"old": {ID: "old", Tenant: "acme", State: "running"},
+		"nap": {ID: "nap", Tenant: "acme", State: "running"},
+		// Its expiry was set since: the old end is not brought back.
+		"set": {ID: "set", Tenant: "acme", State: "running", Labels: mine},
+		// Labelled at create: the label wins over the old record.
+		"new": {ID: "new", Tenant: "acme", State: "running", Labels: map[string]string{labelE2B: `{"template":"mine"}`}},
 	}}
 	dir := t.TempDir()
-	st, err := openStore(dir)
-	if err != nil {
+	old := map[string]record{
+		"old":  {Tenant: "acme", Template: "base", EndAt: future, Metadata: map[string]string{"k": "v"}},
+		"nap":  {Tenant: "acme", Template: "base", EndAt: future, AutoPause: true, KeepMemory: false},
+		"set":  {Tenant: "acme", Template: "base", EndAt: future},
+		"new":  {Tenant: "acme", Template: "theirs", EndAt: future},
+		"gone": {Tenant: "acme", Template: "base", EndAt: future},
+	}
+	b, _ := json.Marshal(old)
+	if err := os.MkdirAll(filepath.Join(dir, "e2b"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	past, future := time.Now().Add(-time.Second), time.Now().Add(time.Hour)
-	st.update("kill", func(r *record) bool { *r = record{Tenant: "acme", EndAt: past}; return true })
-	st.update("nap", func(r *record) bool {
-		*r = record{Tenant: "acme", EndAt: past, AutoPause: true, KeepMemory: true, Metadata: map[string]string{"k": "v"}}
-		return true
-	})
-	st.update("later", func(r *record) bool { *r = record{Tenant: "acme", EndAt: future}; return true })
+	if err := os.WriteFile(filepath.Join(dir, "e2b", legacyFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := api.ParseTenantToken("acme", api.HashToken("tok-acme"))
+	start := func() *Handler {
+		h, err := New(Config{Auth: api.NewTokenAuth(a), Sandboxes: sb, DataDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Close() // waits for the migration
+		return h
+	}
+	h := start()
+	if strings.Join(slices.Sorted(slices.Values(sb.expiries)), " ") != "nap old" {
+		t.Fatalf("expiries set for %v; want nap and old", sb.expiries)
+	}
+	for id, want := range map[string]sandbox.Expiry{"old": {At: future, Then: sandbox.ExpireDelete}, "nap": {At: future, Then: sandbox.ExpireHibernate}} {
+		got, _, err := sandbox.ExpiryOf(sb.boxes[id])
+		if err != nil || !got.At.Equal(want.At) || got.Then != want.Then {
+			t.Errorf("%s's expiry: %+v %v; want %+v", id, got, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "e2b", legacyFile)); !os.IsNotExist(err) {
+		t.Errorf("the old file is still there to migrate: %v", err)
+	}
+	if rec := h.recordOf(sb.boxes["old"]); rec.Template != "base" || rec.Metadata["k"] != "v" || !rec.EndAt.Equal(future) {
+		t.Errorf("the old sandbox's record: %+v", rec)
+	}
+	if rec := h.recordOf(sb.boxes["new"]); rec.Template != "mine" {
+		t.Errorf("the labelled sandbox's record: %+v", rec)
+	}
+	// A pause clears the expiry; a restart does not bring the old one back.
+	sb.SetExpiry(context.Background(), "acme", "old", sandbox.Expiry{})
+	sb.expiries = nil
+	h = start()
+	if len(sb.expiries) != 0 || !h.recordOf(sb.boxes["old"]).EndAt.IsZero() || h.recordOf(sb.boxes["old"]).Template != "base" {
+		t.Errorf("after a restart: expiries set for %v, record %+v", sb.expiries, h.recordOf(sb.boxes["old"]))
+	}
+}
 
-	// A new store on the same dir is a restarted sandboxd.
-	st2, err := openStore(dir)
+// What E2B fixes at create round-trips through the label, and too much
+// metadata is refused in E2B's terms.
+func TestFixedLabel(t *testing.T) {
+	f := fixed{Template: "base", Metadata: map[string]string{"a": "b"}, AutoPause: true, KeepMemory: true}
+	l, err := f.label()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{cfg: Config{Sandboxes: sb}, store: st2, log: slog.New(slog.DiscardHandler)}
-	for id, rec := range st2.due(time.Now()) {
-		h.expire(id, rec)
+	h := &Handler{}
+	got := h.recordOf(sandbox.Info{Tenant: "acme", Labels: l}).fixed()
+	if got.Template != "base" || got.Metadata["a"] != "b" || !got.AutoPause || !got.KeepMemory || got.then() != sandbox.ExpirePause {
+		t.Errorf("round trip: %+v", got)
 	}
-	if _, ok := st2.get("kill"); ok || len(sb.deleted) != 1 || sb.deleted[0] != "kill" {
-		t.Errorf("deleted %v; the killed sandbox's record kept: %v", sb.deleted, ok)
-	}
-	if rec, ok := st2.get("nap"); !ok || !rec.EndAt.IsZero() || rec.Metadata["k"] != "v" || len(sb.paused) != 1 {
-		t.Errorf("paused %v, record %+v", sb.paused, rec)
-	}
-	if rec, _ := st2.get("later"); rec.EndAt.Unix() != future.Unix() {
-		t.Errorf("the later one's end moved: %v", rec.EndAt)
+	big := fixed{Template: "base", Metadata: map[string]string{"k": strings.Repeat("x", sandbox.MaxLabelBytes)}}
+	if _, err := big.label(); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "metadata") {
+		t.Errorf("too much metadata: %v", err)
 	}
 }
 
@@ -294,15 +366,13 @@ func TestListFiltersAndPages(t *testing.T) {
 		"s4": {ID: "s4", Tenant: "acme", State: "stopped", CreatedAt: at(4)},
 		"x1": {ID: "x1", Tenant: "other", State: "running", CreatedAt: at(5)},
 	}}
+	team, _ := fixed{Metadata: map[string]string{"team": "a b"}}.label()
+	for _, id := range []string{"s1", "s3"} {
+		b := sb.boxes[id]
+		b.Labels = team
+		sb.boxes[id] = b
+	}
 	h := newTestHandler(t, sb, Config{})
-	h.store.update("s1", func(r *record) bool {
-		*r = record{Tenant: "acme", Metadata: map[string]string{"team": "a b"}}
-		return true
-	})
-	h.store.update("s3", func(r *record) bool {
-		*r = record{Tenant: "acme", Metadata: map[string]string{"team": "a b"}}
-		return true
-	})
 	list := func(query string) ([]string, string) {
 		r := httptest.NewRequest("GET", "/e2b/v2/sandboxes?"+query, nil)
 		r.Header.Set("X-API-KEY", "tok-acme")

@@ -1,8 +1,8 @@
 package e2b
 
 import (
+	"context"
 	"errors"
-	"maps"
 	"net/http"
 	"strconv"
 	"time"
@@ -15,21 +15,23 @@ import (
 // The lifecycle endpoints: timeout, pause, resume and connect, snapshots
 // and forks, the network and the metrics.
 
-// extend sets id's timeout to now+d (never shorter than it is, when
-// keepLonger).
-func (h *Handler) extend(tenant, id string, d time.Duration, keepLonger bool) error {
+// extend sets info's timeout to now+d (none for 0; never shorter than it
+// is, when keepLonger), as the sandbox's expiry.
+func (h *Handler) extend(ctx context.Context, info sandbox.Info, d time.Duration, keepLonger bool) error {
+	rec := h.recordOf(info)
 	end := time.Now().Add(d).UTC()
-	return h.store.update(id, func(r *record) bool {
-		if r.Tenant == "" {
-			r.Tenant, r.Created = tenant, time.Now().UTC()
+	switch {
+	case d == 0:
+		if rec.EndAt.IsZero() {
+			if _, set, _ := sandbox.ExpiryOf(info); set {
+				return nil
+			}
 		}
-		if d == 0 {
-			r.EndAt = time.Time{}
-		} else if !keepLonger || r.EndAt.IsZero() || r.EndAt.Before(end) {
-			r.EndAt = end
-		}
-		return true
-	})
+		return h.cfg.Sandboxes.SetExpiry(ctx, info.Tenant, info.ID, sandbox.Expiry{})
+	case keepLonger && !rec.EndAt.IsZero() && !rec.EndAt.Before(end):
+		return nil
+	}
+	return h.cfg.Sandboxes.SetExpiry(ctx, info.Tenant, info.ID, sandbox.Expiry{At: end, Then: rec.fixed().then()})
 }
 
 func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, tenant string) error {
@@ -48,7 +50,7 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, tenant stri
 	if err != nil {
 		return err
 	}
-	if err := h.extend(tenant, info.ID, d, false); err != nil {
+	if err := h.extend(r.Context(), info, d, false); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -76,13 +78,7 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenant string) e
 		return err
 	}
 	// A paused sandbox has no timeout until it is resumed.
-	if err := h.store.update(info.ID, func(r *record) bool {
-		if r.Tenant == "" {
-			r.Tenant, r.Created = tenant, time.Now().UTC()
-		}
-		r.EndAt = time.Time{}
-		return true
-	}); err != nil {
+	if err := h.cfg.Sandboxes.SetExpiry(r.Context(), tenant, info.ID, sandbox.Expiry{}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -109,7 +105,10 @@ func (h *Handler) wake(r *http.Request, tenant string, req timeoutBody, mustBePa
 			return sandbox.Info{}, false, err
 		}
 	}
-	return info, paused, h.extend(tenant, info.ID, d, !paused)
+	if err := h.extend(r.Context(), info, d, !paused); err != nil {
+		return sandbox.Info{}, false, err
+	}
+	return info, paused, nil
 }
 
 func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenant string) error {
@@ -121,7 +120,7 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenant string)
 	if err != nil {
 		return err
 	}
-	rec, _ := h.store.get(info.ID)
+	rec := h.recordOf(info)
 	status := http.StatusOK
 	if resumed {
 		status = http.StatusCreated
@@ -139,7 +138,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, tenant string) 
 	if err != nil {
 		return err
 	}
-	rec, _ := h.store.get(info.ID)
+	rec := h.recordOf(info)
 	writeJSON(w, http.StatusCreated, h.out(tenant, info, rec))
 	return nil
 }
@@ -237,6 +236,11 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, tenant string) er
 	for i := range convs {
 		convs[i] = newConversation()
 	}
+	release, err := h.hold(r.Context(), tenant, convs...)
+	if err != nil {
+		return err
+	}
+	defer release()
 	snap, made, failed, err := h.cfg.Sandboxes.Fork(r.Context(), tenant, info.ID, convs)
 	if err != nil && len(made) == 0 {
 		return err
@@ -245,18 +249,17 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, tenant string) er
 	if err := h.cfg.Sandboxes.DeleteSnapshot(r.Context(), tenant, snap.ID); err != nil {
 		h.log.Warn("e2b: the fork's snapshot cannot be removed", "snapshot", snap.ID, "err", err)
 	}
-	src, _ := h.store.get(info.ID)
+	// The copies keep the source's label (sandbox.Fork); their timeout
+	// starts now.
+	src := h.recordOf(info)
 	out := []forkResult{}
 	for _, m := range made {
-		rec := record{Tenant: tenant, Template: src.Template, Metadata: maps.Clone(src.Metadata), AutoPause: src.AutoPause,
-			KeepMemory: src.KeepMemory, Created: time.Now().UTC()}
 		if d > 0 {
-			rec.EndAt = time.Now().Add(d).UTC()
+			if err := h.cfg.Sandboxes.SetExpiry(r.Context(), tenant, m.ID, sandbox.Expiry{At: time.Now().Add(d), Then: src.fixed().then()}); err != nil {
+				h.log.Warn("e2b: a fork's timeout cannot be set; it runs until killed", "sandbox", m.ID, "err", err)
+			}
 		}
-		if err := h.store.update(m.ID, func(r *record) bool { *r = rec; return true }); err != nil {
-			h.log.Warn("e2b: a fork's record cannot be saved", "sandbox", m.ID, "err", err)
-		}
-		so := h.out(tenant, m, rec)
+		so := h.out(tenant, m, src)
 		out = append(out, forkResult{Sandbox: &so})
 	}
 	for _, f := range failed {

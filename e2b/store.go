@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -11,16 +12,59 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/sandbox"
 )
 
-// What E2B knows of a sandbox and sandboxd does not — its template, its
-// metadata, its timeout — is kept per sandbox in the data dir
-// (e2b/sandboxes.json), under the sandbox's own id, which is also its E2B
-// id: a restarted sandboxd answers for every sandbox as before.
+// What E2B knows of a sandbox and sandboxd does not is kept on the
+// sandbox in the engine, so every replica reads the same and a new owner
+// after a failover, or a restarted sandboxd, answers as before: what is
+// fixed at create (the template, the metadata, autoPause and whether its
+// pause keeps memory) in the sandbox's label labelE2B, set at create and
+// kept by a fork's copies; the timeout as the sandbox's expiry
+// (sandbox.Expiry), which setTimeout and connect change and the owner's
+// reaper takes. A sandboxd from before kept both in e2b/sandboxes.json;
+// at start its timeouts are moved onto the sandboxes and the file is
+// renamed, and it is then only read for the template and metadata of the
+// sandboxes it names.
 
-// record is one sandbox's E2B state.
+// labelE2B is the sandbox label of what E2B fixes at create (fixed, as
+// JSON).
+const labelE2B = sandbox.LabelExtPrefix + "e2b"
+
+// fixed is labelE2B's value.
+type fixed struct {
+	Template  string            `json:"template"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	AutoPause bool              `json:"auto_pause,omitempty"`
+	// KeepMemory false makes the timeout's pause a hibernation.
+	KeepMemory bool `json:"keep_memory,omitempty"`
+}
+
+// then is the expiry step of f's timeout.
+func (f fixed) then() string {
+	switch {
+	case f.AutoPause && f.KeepMemory:
+		return sandbox.ExpirePause
+	case f.AutoPause:
+		return sandbox.ExpireHibernate
+	}
+	return sandbox.ExpireDelete
+}
+
+// label is f as the label's value; too long a one (the metadata) is E2B's
+// 400, said in its terms.
+func (f fixed) label() (map[string]string, error) {
+	b, _ := json.Marshal(f)
+	if n := len(labelE2B) + len(b); n > sandbox.MaxLabelBytes {
+		return nil, errdefs.InvalidArgument("the template name and metadata take %d bytes as sandboxd keeps them on the sandbox; at most %d fit: send less metadata", n, sandbox.MaxLabelBytes)
+	}
+	return map[string]string{labelE2B: string(b)}, nil
+}
+
+// record is what E2B knows of one sandbox.
 type record struct {
 	Tenant    string            `json:"tenant"`
 	Template  string            `json:"template"`
@@ -32,81 +76,96 @@ type record struct {
 	Created    time.Time `json:"created"`
 }
 
-// store is the records, kept whole in one file.
-type store struct {
-	path string
-
-	mu   sync.Mutex
-	recs map[string]record
+// recordOf is what E2B knows of info: its label and expiry, or, for a
+// sandbox made before they were kept on it, what the old file said.
+func (h *Handler) recordOf(info sandbox.Info) record {
+	rec := record{Tenant: info.Tenant, Created: info.CreatedAt}
+	var f fixed
+	if raw, ok := info.Labels[labelE2B]; ok && json.Unmarshal([]byte(raw), &f) == nil {
+		rec.Template, rec.Metadata, rec.AutoPause, rec.KeepMemory = f.Template, f.Metadata, f.AutoPause, f.KeepMemory
+	} else if old, ok := h.legacy[info.ID]; ok && old.Tenant == info.Tenant {
+		rec.Template, rec.Metadata, rec.AutoPause, rec.KeepMemory = old.Template, old.Metadata, old.AutoPause, old.KeepMemory
+	}
+	if e, _, err := sandbox.ExpiryOf(info); err == nil {
+		rec.EndAt = e.At
+	}
+	return rec
 }
 
-func openStore(dir string) (*store, error) {
-	s := &store{path: filepath.Join(dir, "sandboxes.json"), recs: map[string]record{}}
-	b, err := os.ReadFile(s.path)
+func (r record) fixed() fixed {
+	return fixed{Template: r.Template, Metadata: r.Metadata, AutoPause: r.AutoPause, KeepMemory: r.KeepMemory}
+}
+
+// Where the records of a sandboxd from before were kept, and where they
+// are once their timeouts are on the sandboxes.
+const (
+	legacyFile   = "sandboxes.json"
+	migratedFile = "sandboxes.migrated.json"
+)
+
+// readRecords reads a file of records; a missing one is none.
+func readRecords(path string) (map[string]record, error) {
+	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return s, nil
+		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("the E2B records %s cannot be read: %w", s.path, err)
+		return nil, fmt.Errorf("the E2B records %s cannot be read: %w", path, err)
 	}
-	if err := json.Unmarshal(b, &s.recs); err != nil {
-		return nil, fmt.Errorf("the E2B records %s are not valid JSON (%v); move the file away to start without them", s.path, err)
+	var recs map[string]record
+	if err := json.Unmarshal(b, &recs); err != nil {
+		return nil, fmt.Errorf("the E2B records %s are not valid JSON (%v); move the file away to start without them", path, err)
 	}
-	if s.recs == nil {
-		s.recs = map[string]record{}
-	}
-	return s, nil
+	return recs, nil
 }
 
-func (s *store) get(id string) (record, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.recs[id]
-	return r, ok
-}
-
-// update changes id's record with f (given the zero record when there is
-// none) and saves; f returning false leaves it as it was.
-func (s *store) update(id string, f func(r *record) bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.recs[id]
-	if !f(&r) {
-		return nil
+// loadLegacy reads the records of a sandboxd from before (the migrated
+// file, or the file still to migrate): toMigrate is true for the latter.
+func loadLegacy(dir string) (recs map[string]record, toMigrate bool, err error) {
+	if recs, err = readRecords(filepath.Join(dir, legacyFile)); err != nil || recs != nil {
+		return recs, recs != nil, err
 	}
-	s.recs[id] = r
-	return s.saveLocked()
+	recs, err = readRecords(filepath.Join(dir, migratedFile))
+	return recs, false, err
 }
 
-func (s *store) remove(id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.recs[id]; !ok {
-		return nil
-	}
-	delete(s.recs, id)
-	return s.saveLocked()
-}
-
-// due lists the sandboxes whose timeout has passed at now.
-func (s *store) due(now time.Time) map[string]record {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]record{}
-	for id, r := range s.recs {
-		if !r.EndAt.IsZero() && !now.Before(r.EndAt) {
-			out[id] = r
+// migrate puts the old file's timeouts on its sandboxes that have no
+// expiry of their own yet (so a second run changes nothing), then renames
+// the file; a sandbox the engine refuses now leaves the file for the next
+// start.
+func (h *Handler) migrate(dir string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	failed := 0
+	for id, rec := range h.legacy {
+		if rec.EndAt.IsZero() {
+			continue
+		}
+		info, err := h.cfg.Sandboxes.Get(ctx, rec.Tenant, id)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			continue
+		}
+		if err == nil {
+			// One made since (labelled) or whose expiry was set since
+			// is not the file's to speak for.
+			if _, set, _ := sandbox.ExpiryOf(info); set || info.Labels[labelE2B] != "" {
+				continue
+			}
+			err = h.cfg.Sandboxes.SetExpiry(ctx, rec.Tenant, id, sandbox.Expiry{At: rec.EndAt, Then: rec.fixed().then()})
+		}
+		if err != nil {
+			failed++
+			h.log.Warn("e2b: an old sandbox's timeout cannot be moved onto it; tried again at the next start", "sandbox", id, "err", err)
 		}
 	}
-	return out
-}
-
-func (s *store) saveLocked() error {
-	b, err := json.Marshal(s.recs)
-	if err != nil {
-		return err
+	if failed > 0 {
+		return
 	}
-	return writeFile(s.path, b)
+	if err := os.Rename(filepath.Join(dir, legacyFile), filepath.Join(dir, migratedFile)); err != nil {
+		h.log.Warn("e2b: the old records cannot be renamed; they are migrated again at the next start", "err", err)
+		return
+	}
+	h.log.Info("e2b: the timeouts of the old records are kept on the sandboxes now", "records", len(h.legacy), "file", filepath.Join(dir, migratedFile))
 }
 
 // writeFile replaces path with data whole (a crash leaves the old or the new).

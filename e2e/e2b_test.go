@@ -130,10 +130,22 @@ func TestE2BAfterRestart(t *testing.T) {
 		EndAt     time.Time
 		Metadata  map[string]string
 	}
+	// A timeout set after the create is the one a restarted sandboxd
+	// reads back: kept on the sandbox in the engine, not in the data dir.
+	if code := call("POST", "/e2b/sandboxes/"+made.SandboxID+"/timeout", nil, `{"timeout":900}`, nil); code != 204 {
+		t.Fatalf("setTimeout: %d", code)
+	}
 	var before detail
 	call("GET", "/e2b/sandboxes/"+made.SandboxID, nil, "", &before)
+	if left := time.Until(before.EndAt); left < 800*time.Second || left > 900*time.Second {
+		t.Errorf("after setTimeout(900) the sandbox ends in %s", left)
+	}
 
-	d.restart()
+	d.stop()
+	if got, _ := filepath.Glob(filepath.Join(d.dataDir, "e2b", "sandboxes*.json")); len(got) != 0 {
+		t.Errorf("the data dir keeps E2B records: %v", got)
+	}
+	d.start()
 
 	var after detail
 	if code := call("GET", "/e2b/sandboxes/"+made.SandboxID, nil, "", &after); code != 200 {
@@ -150,4 +162,39 @@ func TestE2BAfterRestart(t *testing.T) {
 	if code := call("DELETE", "/e2b/sandboxes/"+made.SandboxID, nil, "", nil); code != 204 {
 		t.Errorf("kill: %d", code)
 	}
+
+	// The timeout is taken by the restarted sandboxd: a kill, or with
+	// autoPause a pause, after which the sandbox has no end until resumed.
+	var gone, nap struct{ SandboxID string }
+	if code := call("POST", "/e2b/sandboxes", nil, `{"templateID":"base","timeout":600}`, &gone); code != 201 {
+		t.Fatalf("create: %d", code)
+	}
+	if code := call("POST", "/e2b/sandboxes", nil, `{"templateID":"base","timeout":1,"autoPause":true}`, &nap); code != 201 {
+		t.Fatalf("create with autoPause: %d", code)
+	}
+	if code := call("POST", "/e2b/sandboxes/"+gone.SandboxID+"/timeout", nil, `{"timeout":1}`, nil); code != 204 {
+		t.Fatalf("setTimeout(1): %d", code)
+	}
+	waitFor(t, 30*time.Second, "the sandbox killed at its timeout", func() error {
+		if code := call("GET", "/e2b/sandboxes/"+gone.SandboxID, nil, "", &detail{}); code != http.StatusNotFound {
+			return fmt.Errorf("GET answers %d", code)
+		}
+		return nil
+	})
+	var napped detail
+	waitFor(t, 30*time.Second, "the autoPause sandbox paused at its timeout", func() error {
+		if code := call("GET", "/e2b/sandboxes/"+nap.SandboxID, nil, "", &napped); code != 200 || napped.State != "paused" {
+			return fmt.Errorf("GET answers %d, state %q", code, napped.State)
+		}
+		return nil
+	})
+	var resumed struct{ SandboxID string }
+	if code := call("POST", "/e2b/sandboxes/"+nap.SandboxID+"/connect", nil, `{"timeout":600}`, &resumed); code != 201 {
+		t.Fatalf("connect to the paused sandbox: %d", code)
+	}
+	call("GET", "/e2b/sandboxes/"+nap.SandboxID, nil, "", &napped)
+	if left := time.Until(napped.EndAt); napped.State != "running" || left < 500*time.Second {
+		t.Errorf("after connect(600) the sandbox is %s and ends in %s", napped.State, left)
+	}
+	call("DELETE", "/e2b/sandboxes/"+nap.SandboxID, nil, "", nil)
 }

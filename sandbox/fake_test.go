@@ -97,6 +97,8 @@ func (f *fakeBackend) Create(ctx context.Context, spec Spec) (Info, error) {
 		info.Labels[LabelPool] = spec.Pool
 	}
 	maps.Copy(info.Labels, LifecycleLabels(spec))
+	maps.Copy(info.Labels, ExpiryLabels(spec))
+	maps.Copy(info.Labels, ExtLabelsOf(spec))
 	f.boxes[id] = info
 	return info, nil
 }

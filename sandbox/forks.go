@@ -149,6 +149,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, conversations []s
 		spec.Egress = &egress
 	}
 	spec.Lifecycle, _ = LifecycleOf(src)
+	spec.Labels = ExtLabels(src)
 	var made []Info
 	var failed []ForkFailure
 	for _, conv := range conversations {

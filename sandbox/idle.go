@@ -117,6 +117,13 @@ const lifecycleEvery = 500 * time.Millisecond
 // printed: output is use. Each step runs under the conversation's lock and
 // the reap gate (a replica acts only for the conversations it owns).
 func (m *Manager) idleLifecycles(ctx context.Context) {
+	m.mu.Lock()
+	due := m.dueExpiriesLocked()
+	m.mu.Unlock()
+	for _, info := range due {
+		m.expire(ctx, info)
+	}
+
 	var now time.Time // read once a sandbox has a lifecycle
 	type cand struct {
 		info   Info

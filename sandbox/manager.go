@@ -90,6 +90,14 @@ type entry struct {
 	lifecycleRaw string
 	lifecycle    Lifecycle
 	lifecycleErr error
+	// expiry is info's LabelExpiry, parsed by setInfo as the lifecycle is
+	// (zero when absent or bad); expiryWritten is when this manager last
+	// wrote it, so a listing from before keeps it; expiryRetry is when a
+	// step the engine refused is tried again.
+	expiryRaw     string
+	expiry        Expiry
+	expiryWritten time.Time
+	expiryRetry   time.Time
 }
 
 // setInfo replaces e's info and parses its lifecycle label when the
@@ -97,6 +105,13 @@ type entry struct {
 // label again). The caller holds Manager.mu.
 func (e *entry) setInfo(info Info) {
 	e.info = info
+	if raw := info.Labels[LabelExpiry]; raw != e.expiryRaw {
+		e.expiryRaw = raw
+		e.expiry, _, _ = ExpiryOf(info) // a bad label is as none
+		if e.expiry.check() != nil {
+			e.expiry = Expiry{}
+		}
+	}
 	raw, ok := info.Labels[LabelLifecycle]
 	if !ok {
 		e.lifecycleRaw, e.lifecycle, e.lifecycleErr = "", Lifecycle{}, nil
@@ -310,6 +325,25 @@ func (m *Manager) Get(ctx context.Context, tenant, id string) (Info, error) {
 	m.insertLocked(info)
 	m.mu.Unlock()
 	return m.withSince(info), nil
+}
+
+// Find returns sandbox id whoever's it is, for a front end that is given
+// only a sandbox (E2B's public ports): NotFound when it does not exist,
+// is another deployment's or belongs to no conversation.
+func (m *Manager) Find(ctx context.Context, id string) (Info, error) {
+	if id == "" {
+		return Info{}, errNoSandbox(id)
+	}
+	info, err := m.backend.Inspect(ctx, id)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return Info{}, errNoSandbox(id)
+	case err != nil:
+		return Info{}, m.backendErr("inspect sandbox "+id, err)
+	case !m.dep.Owns(info.Labels) || info.Tenant == "" || info.Conversation == "":
+		return Info{}, errNoSandbox(id)
+	}
+	return info, nil
 }
 
 // List returns the tenant's sandboxes, of one conversation or of all when

@@ -87,7 +87,7 @@ func (m *Manager) handOver(ctx context.Context, claimer Claimer, w warm, spec Sp
 	if len(spec.Env) > 0 && !h.SandboxEnv {
 		return Info{}, errNoSandboxEnv
 	}
-	info, err := claimer.Claim(ctx, w.info, Owner{Tenant: spec.Tenant, Conversation: spec.Conversation})
+	info, err := claimer.Claim(ctx, w.info, Owner{Tenant: spec.Tenant, Conversation: spec.Conversation, Labels: ClaimLabels(spec)})
 	if errors.Is(err, errdefs.ErrConflict) {
 		_ = w.c.Close() // another replica's now: not ours to remove
 		return Info{}, err

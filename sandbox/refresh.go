@@ -45,6 +45,10 @@ func (m *Manager) refresh(ctx context.Context, notBefore time.Time) error {
 			continue // removed while we listed
 		}
 		if e := m.byID[info.ID]; e != nil {
+			if e.expiryWritten.After(listAt) {
+				// Written here since the listing began: ours is newer.
+				info = withLabel(info, LabelExpiry, e.info.Labels[LabelExpiry])
+			}
 			e.setInfo(info)
 			continue
 		}

@@ -75,12 +75,21 @@ type Spec struct {
 	// Pool, when set, makes a warm-pool sandbox: the backend stamps it in
 	// LabelPool, and Tenant and Conversation are empty until Claim.
 	Pool string
+	// Expiry is a step taken at a set time (LabelExpiry); zero: none.
+	Expiry Expiry
+	// Labels are a front end's own labels (keys under LabelExtPrefix, each
+	// at most MaxLabelBytes), stamped at creation and kept by a fork's
+	// copies; on Kubernetes they are annotations.
+	Labels map[string]string
 }
 
 // Owner is whom a claimed pool sandbox belongs to.
 type Owner struct {
 	Tenant       string
 	Conversation string
+	// Labels are what a create would have stamped beyond the owner: the
+	// expiry and a front end's own labels (ClaimLabels).
+	Labels map[string]string
 }
 
 // Info describes one sandbox.

@@ -64,6 +64,12 @@ func validateSpec(spec Spec) error {
 	if spec.HostWorkspace != "" && !filepath.IsAbs(spec.HostWorkspace) {
 		return errdefs.InvalidArgument("workspace host path %s is not absolute; give the full path of a host directory", quoteShort(spec.HostWorkspace))
 	}
+	if err := spec.Expiry.check(); err != nil {
+		return err
+	}
+	if err := validLabels(spec); err != nil {
+		return err
+	}
 	for k, v := range spec.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
 			return errdefs.InvalidArgument("environment variable %s is invalid: a name must be non-empty without '=' or NUL, and a value without NUL", quoteShort(k))

@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxd/sandboxd/cluster"
 	"github.com/sandboxd/sandboxd/cluster/runrecords"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/e2b"
 	"github.com/sandboxd/sandboxd/ports"
 	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -181,6 +182,13 @@ func (r *replica) handler(srv http.Handler, runs *runstore.Store, backend sandbo
 		Previews: func(r *http.Request) (string, bool) {
 			c, ok := ports.SandboxOf(r, cfg.Preview.Domain)
 			return c.Sandbox, ok
+		},
+		Hosts: func(r *http.Request) (string, bool) {
+			if cfg.E2B.Disabled {
+				return "", false
+			}
+			_, id, ok := e2b.HostSandbox(r.Host, cfg.E2B.Domain)
+			return id, ok
 		},
 		Auth:    auth,
 		MaxBody: cfg.Limits.MaxBodyBytes,

@@ -180,6 +180,8 @@ func labels(spec sandbox.Spec, deployment string) map[string]string {
 	}
 	maps.Copy(l, sandbox.NetworkLabels(spec))
 	maps.Copy(l, sandbox.LifecycleLabels(spec))
+	maps.Copy(l, sandbox.ExpiryLabels(spec))
+	maps.Copy(l, sandbox.ExtLabelsOf(spec))
 	return l
 }
 

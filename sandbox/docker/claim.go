@@ -61,6 +61,11 @@ func (b *Backend) Claim(ctx context.Context, warm sandbox.Info, owner sandbox.Ow
 		sandbox.LabelConversation: owner.Conversation,
 		sandbox.LabelCreatedAt:    time.Now().UTC().Format(time.RFC3339Nano),
 	}
+	for k, v := range owner.Labels {
+		if sandbox.IsClaimLabel(k) {
+			labels[k] = v
+		}
+	}
 	v, err := b.cli.VolumeCreate(ctx, volume.CreateOptions{Name: claimVolume(warm.ID), Driver: "local", Labels: labels})
 	if err != nil {
 		return sandbox.Info{}, engineErr("record the claim of pool sandbox "+warm.ID, err)
@@ -85,6 +90,11 @@ func withClaim(labels, claim map[string]string) map[string]string {
 	}
 	for _, k := range []string{sandbox.LabelTenant, sandbox.LabelConversation, sandbox.LabelCreatedAt} {
 		out[k] = claim[k]
+	}
+	for k, v := range claim {
+		if sandbox.IsClaimLabel(k) {
+			out[k] = v
+		}
 	}
 	return out
 }

@@ -89,6 +89,8 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 	}
 	maps.Copy(labels, sandbox.NetworkLabels(spec))
 	maps.Copy(labels, sandbox.LifecycleLabels(spec))
+	maps.Copy(labels, sandbox.ExpiryLabels(spec))
+	maps.Copy(labels, sandbox.ExtLabelsOf(spec))
 	env := make([]string, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])

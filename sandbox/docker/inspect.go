@@ -44,6 +44,13 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 	if err != nil {
 		return nil, engineErr("list containers", err)
 	}
+	// The expiry records, read after the containers: a record is made
+	// only for a container that exists.
+	expRecs, err := b.expiryRecords(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	expiries := newestExpiries(expRecs)
 	if recErr != nil {
 		return nil, recErr
 	}
@@ -91,10 +98,13 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Info, error) {
 		if v, ok := records[i.ID]; ok && c.Labels[sandbox.LabelPool] != "" {
 			i = info(c.ID, name, c.Image, state, time.Unix(c.Created, 0), withClaim(c.Labels, v.Labels))
 		}
-		out = append(out, withRecord(i, paused[i.ID], hibernated[i.ID]))
+		out = append(out, withExpiry(withRecord(i, paused[i.ID], hibernated[i.ID]), expiries[i.ID]))
 	}
 	if len(records) > 0 {
 		b.dropOrphanClaims(ctx, records, listed)
+	}
+	if len(expRecs) > 0 {
+		b.dropOrphanExpiries(ctx, expRecs, listed)
 	}
 	return out, nil
 }
@@ -129,7 +139,7 @@ func (b *Backend) Inspect(ctx context.Context, id string) (sandbox.Info, error) 
 	case sandbox.StateStopped, sandbox.StateHibernated:
 		i = withRecord(i, "", b.recordOf(ctx, HibernateVolumePrefix, id))
 	}
-	return i, nil
+	return withExpiry(i, b.expiryOf(ctx, i.ID)), nil
 }
 
 // inspect finds our container for id; anything without our label or of

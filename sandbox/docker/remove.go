@@ -21,6 +21,7 @@ func (b *Backend) Remove(ctx context.Context, id string) error {
 	}
 	b.drop(ctx, PauseVolumePrefix, id)
 	b.drop(ctx, HibernateVolumePrefix, id)
+	b.dropExpiries(ctx, id)
 	// After the container: a record without its container is an orphan
 	// that List cleans up; a container without its record would look
 	// unclaimed.

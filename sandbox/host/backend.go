@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/sandboxd/sandboxd/errdefs"
@@ -35,11 +36,13 @@ type Backend struct {
 	agentPath string
 	log       *slog.Logger
 	dep       sandbox.Deployment
+	metaMu    sync.Mutex // serializes the changes of meta.json after creation
 }
 
 var (
 	_ sandbox.Backend           = (*Backend)(nil)
 	_ sandbox.UnlabelledCounter = (*Backend)(nil)
+	_ sandbox.ExpiryRecorder    = (*Backend)(nil)
 )
 
 // Option configures a Backend.
@@ -127,6 +130,8 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 		}
 		m.Workspace, m.HostWorkspace = filepath.Clean(spec.HostWorkspace), true
 	}
+	maps.Copy(m.Labels, sandbox.ExpiryLabels(spec))
+	maps.Copy(m.Labels, sandbox.ExtLabelsOf(spec))
 	if len(m.Socket) > maxSocketPath {
 		m.SocketDir = filepath.Join(os.TempDir(), "sandboxd-"+id)
 		m.Socket = filepath.Join(m.SocketDir, "agent.sock")
@@ -285,4 +290,19 @@ func validID(id string) bool {
 	}
 	_, err := hex.DecodeString(id)
 	return err == nil
+}
+
+// RecordExpiry keeps sandbox id's expiry label in its meta.json.
+func (b *Backend) RecordExpiry(ctx context.Context, id, value string) error {
+	b.metaMu.Lock()
+	defer b.metaMu.Unlock()
+	m, err := b.load(id)
+	if err != nil {
+		return err
+	}
+	m.Labels[sandbox.LabelExpiry] = value
+	if err := writeMeta(filepath.Join(b.root, id), m); err != nil {
+		return errdefs.Internal("cannot write the meta.json of sandbox %s: %v", id, err)
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,7 +39,7 @@ func (b *Backend) Claim(ctx context.Context, warm sandbox.Info, owner sandbox.Ow
 	}
 	label := func(k string) string { return "/metadata/labels/" + pointerEscape(k) }
 	annot := func(k string) string { return "/metadata/annotations/" + pointerEscape(k) }
-	patch, err := json.Marshal([]op{
+	ops := []op{
 		{"test", label(sandbox.LabelPool), warm.Labels[sandbox.LabelPool]},
 		{"test", label(sandbox.LabelDeployment), b.dep.Name},
 		{"test", annot(sandbox.LabelConversation), ""},
@@ -46,7 +48,13 @@ func (b *Backend) Claim(ctx context.Context, warm sandbox.Info, owner sandbox.Ow
 		{"add", annot(sandbox.LabelTenant), owner.Tenant},
 		{"add", annot(sandbox.LabelConversation), owner.Conversation},
 		{"add", annot(sandbox.LabelCreatedAt), time.Now().UTC().Format(time.RFC3339Nano)},
-	})
+	}
+	for _, k := range slices.Sorted(maps.Keys(owner.Labels)) {
+		if sandbox.IsClaimLabel(k) {
+			ops = append(ops, op{"add", annot(k), owner.Labels[k]}) // JSON: annotations, as at creation
+		}
+	}
+	patch, err := json.Marshal(ops)
 	if err != nil {
 		return sandbox.Info{}, errdefs.Internal("cannot encode the claim of sandbox %s: %v", warm.ID, err)
 	}

@@ -18,7 +18,10 @@ func TestClaimRelabelsAPoolPodOnce(t *testing.T) {
 	if warm.Tenant != "" || warm.Conversation != "" || warm.Labels[sandbox.LabelPool] != sandbox.PoolKey("img:1") {
 		t.Fatalf("pool pod = %+v, want no owner and the pool label", warm)
 	}
-	owner := sandbox.Owner{Tenant: "acme corp", Conversation: "conv:1"} // neither is a valid label value
+	// Neither is a valid label value; the expiry and the front end's label
+	// are JSON, kept as annotations as at a creation.
+	owner := sandbox.Owner{Tenant: "acme corp", Conversation: "conv:1", Labels: map[string]string{
+		sandbox.LabelExpiry: `{"at":"2031-01-01T00:00:00Z","then":"delete"}`, sandbox.LabelExtPrefix + "e2b": `{"template":"base"}`}}
 	info, err := b.Claim(ctx, warm, owner)
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
@@ -34,6 +37,11 @@ func TestClaimRelabelsAPoolPodOnce(t *testing.T) {
 	list, err := b.List(ctx)
 	if err != nil || len(list) != 1 || list[0].Conversation != owner.Conversation || list[0].Tenant != owner.Tenant {
 		t.Fatalf("List = %+v, %v; want the claimed pod with its owner", list, err)
+	}
+	for k, v := range owner.Labels {
+		if list[0].Labels[k] != v || p.Annotations[k] != v {
+			t.Errorf("%s after the claim: listed %q, annotated %q; want %q", k, list[0].Labels[k], p.Annotations[k], v)
+		}
 	}
 	// A second claim, say by another replica that holds the same warm
 	// pod, loses: the patch's test fails in the API server.

@@ -154,8 +154,13 @@ func infoFrom(m metav1.ObjectMeta) sandbox.Info {
 		labels = map[string]string{}
 	}
 	// The raw values live in the annotations; the labels may be hashes.
-	for _, k := range []string{sandbox.LabelTenant, sandbox.LabelConversation, sandbox.LabelCreatedAt, sandbox.LabelEgress, sandbox.LabelEgressChange, sandbox.LabelLifecycle} {
+	for _, k := range []string{sandbox.LabelTenant, sandbox.LabelConversation, sandbox.LabelCreatedAt, sandbox.LabelEgress, sandbox.LabelEgressChange, sandbox.LabelLifecycle, sandbox.LabelExpiry} {
 		if v, ok := m.Annotations[k]; ok {
+			labels[k] = v
+		}
+	}
+	for k, v := range m.Annotations {
+		if strings.HasPrefix(k, sandbox.LabelExtPrefix) {
 			labels[k] = v
 		}
 	}

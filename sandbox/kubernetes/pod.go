@@ -54,6 +54,8 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 		annotations[sandbox.LabelEgress] = v // JSON: not a valid label value
 	}
 	maps.Copy(annotations, sandbox.LifecycleLabels(spec)) // JSON too
+	maps.Copy(annotations, sandbox.ExpiryLabels(spec))
+	maps.Copy(annotations, sandbox.ExtLabelsOf(spec))
 	env := make([]corev1.EnvVar, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})

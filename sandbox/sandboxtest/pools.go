@@ -91,8 +91,12 @@ func (s *suite) poolClaim(t *testing.T) {
 	m := s.poolManager(t, s.b, sandbox.PoolSpec{Image: img, Size: 2})
 	waitReady(t, m, img, 2)
 
-	// The first claim asks for env: the agent sets it at the claim.
-	first, err := m.Create(poolCtx(t), sandbox.Spec{Tenant: s.tenant, Conversation: "c-pool-1", Image: img, Env: map[string]string{"POOL_FOO": "first owner"}})
+	// The first claim asks for env: the agent sets it at the claim; and
+	// for an expiry and a front end's label, which the claim stamps.
+	exp := sandbox.Expiry{At: time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond), Then: sandbox.ExpirePause}
+	ext := map[string]string{sandbox.LabelExtPrefix + "suite": `{"template":"pooled"}`}
+	first, err := m.Create(poolCtx(t), sandbox.Spec{Tenant: s.tenant, Conversation: "c-pool-1", Image: img, Env: map[string]string{"POOL_FOO": "first owner"},
+		Expiry: exp, Labels: ext})
 	if err != nil {
 		t.Fatalf("Create (a claim): %v", err)
 	}
@@ -151,6 +155,10 @@ func (s *suite) poolClaim(t *testing.T) {
 		got, err := m2.Lookup(poolCtx(t), s.tenant, "c-pool-1")
 		if err != nil || got.ID != first.ID || got.Tenant != s.tenant {
 			t.Fatalf("%s: Lookup = %+v, %v; want %s", name, got, err, first.ID)
+		}
+		if e, _, err := sandbox.ExpiryOf(got); err != nil || !e.At.Equal(exp.At) || e.Then != exp.Then ||
+			sandbox.ExtLabels(got)[sandbox.LabelExtPrefix+"suite"] != ext[sandbox.LabelExtPrefix+"suite"] {
+			t.Fatalf("%s: the claimed sandbox's expiry %+v (%v) and labels %v; want %+v and %v", name, e, err, sandbox.ExtLabels(got), exp, ext)
 		}
 		c3, info3, err := m2.Agent(poolCtx(t), s.tenant, "c-pool-1")
 		if err != nil {

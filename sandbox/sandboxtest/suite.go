@@ -86,6 +86,7 @@ func Run(t *testing.T, newBackend NewBackend, opts ...Option) {
 	t.Run("CreateListGet", s.createListGet)
 	t.Run("ConflictOnSecondCreate", s.conflict)
 	t.Run("RestartFindsSandbox", s.restart)
+	t.Run("ExpiryAndLabelsKept", s.expiryAndLabels)
 	t.Run("AgentFilesAndExec", s.agentFilesAndExec)
 	t.Run("LimitsApplied", s.limitsApplied)
 	t.Run("NetworkDenied", s.networkDenied)
