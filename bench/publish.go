@@ -116,3 +116,12 @@ func checkRendered(name, body string) error {
 	}
 	return nil
 }
+
+// EnvOr is the environment variable k, or def when it is unset or empty:
+// the default of a benchmark command's flag that a test run may set.
+func EnvOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

@@ -42,7 +42,7 @@ func main() {
 	var f flags
 	flag.StringVar(&f.sandboxd, "sandboxd", "bin/sandboxd", "sandboxd binary (make build)")
 	flag.StringVar(&f.agent, "agent", "bin/sandbox-agent", "sandbox-agent binary (make build)")
-	flag.StringVar(&f.image, "image", envOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image")
+	flag.StringVar(&f.image, "image", bench.EnvOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image")
 	flag.StringVar(&f.out, "out", "BENCHMARKS.md", "file whose e2b section is rewritten; empty prints it")
 	flag.IntVar(&f.rounds, "rounds", 10, "creates timed each way")
 	flag.IntVar(&f.calls, "calls", 200, "calls of each kind timed each way")
@@ -55,13 +55,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "e2bbench:", err)
 		os.Exit(1)
 	}
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // samples are one side's latencies, by figure.

@@ -51,7 +51,7 @@ type flags struct {
 func main() {
 	var f flags
 	flag.StringVar(&f.image, "image", "sandboxd-sandbox:latest", "sandbox image (in Docker, and imported into the node)")
-	flag.StringVar(&f.agentImage, "agent-image", envOr("SANDBOXD_TEST_K8S_AGENT_IMAGE", kubernetes.DefaultAgentImage), "image carrying sandbox-agent, imported into the node")
+	flag.StringVar(&f.agentImage, "agent-image", bench.EnvOr("SANDBOXD_TEST_K8S_AGENT_IMAGE", kubernetes.DefaultAgentImage), "image carrying sandbox-agent, imported into the node")
 	flag.StringVar(&f.out, "out", "BENCHMARKS.md", "file whose kubernetes section is rewritten; empty prints it")
 	flag.IntVar(&f.creates, "creates", 5, "sandboxes created per backend")
 	flag.IntVar(&f.calls, "calls", 1000, "tool calls on the open pipe per backend")
@@ -65,13 +65,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kubebench:", err)
 		os.Exit(1)
 	}
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 func run(f flags) error {

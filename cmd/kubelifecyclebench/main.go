@@ -45,7 +45,7 @@ type flags struct {
 func main() {
 	var f flags
 	flag.StringVar(&f.image, "image", "sandboxd-sandbox:latest", "sandbox image, imported into the node")
-	flag.StringVar(&f.agentImage, "agent-image", envOr("SANDBOXD_TEST_K8S_AGENT_IMAGE", kubernetes.DefaultAgentImage), "image carrying sandbox-agent, imported into the node")
+	flag.StringVar(&f.agentImage, "agent-image", bench.EnvOr("SANDBOXD_TEST_K8S_AGENT_IMAGE", kubernetes.DefaultAgentImage), "image carrying sandbox-agent, imported into the node")
 	flag.StringVar(&f.class, "storage-class", os.Getenv("SANDBOXD_TEST_K8S_STORAGE_CLASS"), "storage class of the workspace claims")
 	flag.StringVar(&f.out, "out", "BENCHMARKS.md", "file whose lifecycle-kubernetes section is rewritten; empty prints it")
 	flag.IntVar(&f.rounds, "rounds", 5, "samples of each figure")
@@ -60,13 +60,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kubelifecyclebench:", err)
 		os.Exit(1)
 	}
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // figures are the samples of one run.

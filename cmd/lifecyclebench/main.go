@@ -64,11 +64,11 @@ type flags struct {
 
 func main() {
 	var f flags
-	flag.StringVar(&f.image, "image", envOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image, in Docker (copied into containerd's sandboxd namespace)")
+	flag.StringVar(&f.image, "image", bench.EnvOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image, in Docker (copied into containerd's sandboxd namespace)")
 	flag.StringVar(&f.out, "out", "BENCHMARKS.md", "file whose lifecycle section is rewritten; empty prints it")
-	flag.StringVar(&f.sandboxd, "sandboxd", envOr("SANDBOXD_BIN", "bin/sandboxd"), "sandboxd binary (make build)")
-	flag.StringVar(&f.agent, "agent", envOr("SANDBOXD_AGENT_BIN", "bin/sandbox-agent"), "sandbox-agent binary (make build)")
-	flag.StringVar(&f.containerd, "containerd", envOr("SANDBOXD_CONTAINERD_ADDRESS", "/run/containerd/containerd.sock"), "containerd's socket; measured when it exists, empty leaves containerd out")
+	flag.StringVar(&f.sandboxd, "sandboxd", bench.EnvOr("SANDBOXD_BIN", "bin/sandboxd"), "sandboxd binary (make build)")
+	flag.StringVar(&f.agent, "agent", bench.EnvOr("SANDBOXD_AGENT_BIN", "bin/sandbox-agent"), "sandbox-agent binary (make build)")
+	flag.StringVar(&f.containerd, "containerd", bench.EnvOr("SANDBOXD_CONTAINERD_ADDRESS", "/run/containerd/containerd.sock"), "containerd's socket; measured when it exists, empty leaves containerd out")
 	flag.IntVar(&f.pauses, "pauses", 50, "pause and resume cycles per backend")
 	flag.IntVar(&f.autos, "autopauses", 20, "automatic pauses per backend, each followed by the read that resumes")
 	flag.IntVar(&f.running, "running", 5, "reads of the running sandbox after each automatic pause's read")
@@ -99,13 +99,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lifecyclebench:", err)
 		os.Exit(1)
 	}
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // results is everything one run measured.

@@ -60,7 +60,7 @@ type flags struct {
 func main() {
 	var f flags
 	flag.StringVar(&f.backend, "backend", "docker", "docker, or kubernetes (KUBECONFIG set; writes the pools-kubernetes section, no API figures)")
-	flag.StringVar(&f.agentImage, "agent-image", envOr("SANDBOXD_TEST_K8S_AGENT_IMAGE", kubernetes.DefaultAgentImage), "kubernetes: image carrying sandbox-agent, imported into the node")
+	flag.StringVar(&f.agentImage, "agent-image", bench.EnvOr("SANDBOXD_TEST_K8S_AGENT_IMAGE", kubernetes.DefaultAgentImage), "kubernetes: image carrying sandbox-agent, imported into the node")
 	flag.StringVar(&f.image, "image", "sandboxd-sandbox:latest", "sandbox image, in Docker (and imported into the node)")
 	flag.StringVar(&f.out, "out", "BENCHMARKS.md", "file whose pools section is rewritten; empty prints it")
 	flag.IntVar(&f.rounds, "rounds", 20, "cold creates and claims, one of each per round")
@@ -79,13 +79,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "poolbench:", err)
 		os.Exit(1)
 	}
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // figures are the samples of one way to get a sandbox.
