@@ -21,10 +21,11 @@ const MountPrefix = "/e2b/"
 
 // WithE2B mounts the handler build makes under MountPrefix. build gets the
 // finished server, whose exported methods (CreateSandbox, ServePort,
-// Network, SetNetwork) the handler calls per request. host, when not nil,
-// says which request hosts belong to the handler whatever their path.
-func WithE2B(build func(s *Server) http.Handler, host func(host string) bool) Option {
-	return func(s *Server) { s.mountBuild, s.mountHost = build, host }
+// Network, SetNetwork) the handler calls per request. owns, when not nil,
+// says which requests belong to the handler whatever their path (its
+// sandboxes' host names, its signed URLs).
+func WithE2B(build func(s *Server) http.Handler, owns func(r *http.Request) bool) Option {
+	return func(s *Server) { s.mountBuild, s.mountOwns = build, owns }
 }
 
 // SetRequestTenant names the tenant in the request log line of the
@@ -59,9 +60,10 @@ func (s *Server) mounted() http.Handler {
 	})
 }
 
-// mountedHost reports whether r's host belongs to the mounted handler.
+// mountedHost reports whether r belongs to the mounted handler whatever
+// its path.
 func (s *Server) mountedHost(r *http.Request) bool {
-	return s.mount != nil && s.mountHost != nil && s.mountHost(r.Host)
+	return s.mount != nil && s.mountOwns != nil && s.mountOwns(r)
 }
 
 // ServePort passes r to port inside the tenant's sandbox id through its

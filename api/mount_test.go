@@ -21,7 +21,7 @@ func TestMountServesItsPrefixAndHosts(t *testing.T) {
 			SetRequestTenant(r.Context(), "a")
 			io.WriteString(w, "mounted "+r.Host+" "+r.URL.Path)
 		})
-	}, func(host string) bool { return strings.HasSuffix(host, ".e2b.test") })
+	}, func(r *http.Request) bool { return strings.HasSuffix(r.Host, ".e2b.test") })
 	var logs syncBuffer
 	h := newHarness(t, mount, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if built != h.srv {

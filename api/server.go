@@ -114,7 +114,7 @@ type Server struct {
 	runTokens    *RunTokens
 	onBuilt      []func(http.Handler)
 	mountBuild   func(*Server) http.Handler // WithE2B
-	mountHost    func(host string) bool     // WithE2B: the hosts the mount owns
+	mountOwns    func(r *http.Request) bool // WithE2B: the requests the mount owns whatever their path
 	mount        http.Handler               // built by mountBuild in New
 	mcp          *mcp.Handler               // /v1/runs/{id}/mcp
 	openAPI      http.Handler               // /v1/openapi.json, built once the mux is complete

@@ -73,7 +73,8 @@ type RouterOptions struct {
 	// Previews finds a preview request's sandbox; nil: preview requests
 	// are served where they arrive.
 	Previews PreviewLookup
-	// Hosts finds the sandbox of a request to a sandbox's own host name;
+	// Hosts finds the sandbox of a request that names it whatever its
+	// path: one to a sandbox's own host name, an E2B signed file URL;
 	// nil: such requests are routed by their path.
 	Hosts HostLookup
 	Auth  Authenticator

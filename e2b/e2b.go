@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/e2b/envd"
@@ -67,6 +68,9 @@ type Sandboxes interface {
 	GetSnapshot(ctx context.Context, tenant, snapID string) (sandbox.Snapshot, error)
 	DeleteSnapshot(ctx context.Context, tenant, snapID string) error
 	Fork(ctx context.Context, tenant, id string, conversations []string) (sandbox.Snapshot, []sandbox.Info, []sandbox.ForkFailure, error)
+	// All is every tenant's sandboxes, for what names no tenant (a
+	// signed file URL).
+	All(ctx context.Context, notBefore time.Time) ([]sandbox.Info, error)
 	SetExpiry(ctx context.Context, tenant, id string, e sandbox.Expiry) error
 	// Find is sandbox id whoever's it is (a public port names no tenant).
 	Find(ctx context.Context, id string) (sandbox.Info, error)
@@ -231,14 +235,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveSandbox(w, r, id, port, "", false)
 		return
 	}
+	if isSignedFiles(r) {
+		h.serveSignedFiles(w, r)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
-// OwnsHost reports whether host is one of the sandboxes' host names
-// ({port}-{id}.{domain}); api.WithE2B asks it for every request.
-func (h *Handler) OwnsHost(host string) bool {
-	_, _, ok := h.hostTarget(host)
-	return ok
+// Owns reports whether r belongs to the handler whatever its path: a
+// request to one of the sandboxes' host names ({port}-{id}.{domain}), or
+// a signed file URL at the listener's root (signed.go); api.WithE2B asks
+// it for every request.
+func (h *Handler) Owns(r *http.Request) bool {
+	_, _, ok := h.hostTarget(r.Host)
+	return ok || isSignedFiles(r)
 }
 
 func (h *Handler) hostTarget(host string) (port int, id string, ok bool) {
@@ -374,6 +384,21 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, id string
 	inner := strings.TrimPrefix(r.URL.Path, prefix)
 	if inner == "" {
 		inner = "/"
+	}
+	if _, signed := signedOf(r); tenant == "" && signed && port == EnvdPort && inner == signedPath {
+		// A signed file URL: its signature stands for the token.
+		info, err := h.cfg.Sandboxes.Find(r.Context(), id)
+		if err != nil {
+			writeError(w, http.StatusBadGateway, "sandbox "+id+" is not running: it was killed or its timeout ended")
+			return
+		}
+		if status, msg, ok := h.checkSigned(r, info.Tenant, id); !ok {
+			writeError(w, status, msg)
+			return
+		}
+		tenant = info.Tenant
+		api.SetRequestTenant(r.Context(), tenant)
+		r.URL.RawQuery = signedQuery(r.URL.Query())
 	}
 	if tenant == "" {
 		if needToken || port == EnvdPort || h.cfg.Ports[port] != nil || !h.cfg.PublicPorts {

@@ -112,7 +112,7 @@ func TestHostTarget(t *testing.T) {
 			t.Errorf("%s: %q, want %q", host, got, want)
 		}
 	}
-	if (&Handler{}).OwnsHost("8000-abc.e2b.example.com") {
+	if (&Handler{}).Owns(httptest.NewRequest("GET", "http://8000-abc.e2b.example.com/", nil)) {
 		t.Error("a handler without a domain claimed a host")
 	}
 }

@@ -373,6 +373,28 @@ func (m *Manager) List(ctx context.Context, tenant, conversation string) ([]Info
 	return out, nil
 }
 
+// All returns every tenant's sandboxes of the deployment, as of a listing
+// started after notBefore (zero: the last listing, whenever it was). It is
+// for lookups that name no tenant (a signed file URL names only its
+// signature); answers to a tenant go through List.
+func (m *Manager) All(ctx context.Context, notBefore time.Time) ([]Info, error) {
+	if !notBefore.IsZero() {
+		if err := m.refresh(ctx, notBefore); err != nil {
+			return nil, err
+		}
+	}
+	m.mu.Lock()
+	out := make([]Info, 0, len(m.byID))
+	for _, e := range m.byID {
+		if !e.removing {
+			out = append(out, e.info)
+		}
+	}
+	m.mu.Unlock()
+	sortInfos(out)
+	return out, nil
+}
+
 // Lookup returns the conversation's sandbox, NotFound when it has none. It
 // never creates or starts anything. The state is as of the last refresh.
 func (m *Manager) Lookup(ctx context.Context, tenant, conversation string) (Info, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/cluster"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/e2b"
 	"github.com/sandboxd/sandboxd/metrics"
 	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -88,6 +89,7 @@ type leaves struct {
 	registry  *tools.Registry
 	setup     *family.Setup // what the families left for the edges
 	attach    attachHooks   // what runs on every new agent pipe
+	e2b       *e2b.Handler  // the E2B API; nil when the config turns it off
 
 	closers []func() // what close runs, in reverse order
 }
@@ -281,7 +283,7 @@ func (lv *leaves) buildEdges(ctx context.Context) (*edges, error) {
 	}
 	var handler http.Handler = srv
 	if lv.rep != nil {
-		handler = lv.rep.handler(handler, lv.runs, lv.backend, lv.auth, cfg, log)
+		handler = lv.rep.handler(handler, lv.runs, lv.backend, lv.auth, lv.e2b, cfg, log)
 	}
 	ln, err := net.Listen("tcp", lv.flags.listen)
 	if err != nil {

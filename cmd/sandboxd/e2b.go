@@ -42,10 +42,11 @@ func (lv *leaves) e2bOption() (api.Option, error) {
 		return nil, err
 	}
 	lv.onClose(func() { h.Close() })
+	lv.e2b = h
 	return api.WithE2B(func(s *api.Server) http.Handler {
 		h.SetHost(s)
 		return h
-	}, h.OwnsHost), nil
+	}, h.Owns), nil
 }
 
 // e2bHold makes this replica the owner of an E2B create's (or fork's)

@@ -163,7 +163,7 @@ func hooks(mgr *sandbox.Manager, runs *runstore.Store, log *slog.Logger) cluster
 }
 
 // handler puts the router in front of the API.
-func (r *replica) handler(srv http.Handler, runs *runstore.Store, backend sandbox.Backend, auth api.Authenticator, cfg *config.Config, log *slog.Logger) http.Handler {
+func (r *replica) handler(srv http.Handler, runs *runstore.Store, backend sandbox.Backend, auth api.Authenticator, e2bAPI *e2b.Handler, cfg *config.Config, log *slog.Logger) http.Handler {
 	dep := backend.Deployment()
 	return cluster.NewRouter(srv, cluster.RouterOptions{
 		Owners:    r.owners,
@@ -184,11 +184,14 @@ func (r *replica) handler(srv http.Handler, runs *runstore.Store, backend sandbo
 			return c.Sandbox, ok
 		},
 		Hosts: func(r *http.Request) (string, bool) {
-			if cfg.E2B.Disabled {
+			if e2bAPI == nil {
 				return "", false
 			}
-			_, id, ok := e2b.HostSandbox(r.Host, cfg.E2B.Domain)
-			return id, ok
+			if _, id, ok := e2b.HostSandbox(r.Host, cfg.E2B.Domain); ok {
+				return id, true
+			}
+			info, ok := e2bAPI.SignedSandbox(r.Context(), r)
+			return info.ID, ok
 		},
 		Auth:    auth,
 		MaxBody: cfg.Limits.MaxBodyBytes,

@@ -76,10 +76,6 @@ func (s *Service) serveFiles(w http.ResponseWriter, r *http.Request, t target) {
 
 func (s *Service) download(w http.ResponseWriter, r *http.Request, t target) {
 	q := r.URL.Query()
-	if q.Get("signature") != "" {
-		writeHTTPError(w, http.StatusBadRequest, "signed file URLs are not served by sandboxd; read the file through the SDK's files.read")
-		return
-	}
 	p := q.Get("path")
 	if p == "" {
 		writeHTTPError(w, http.StatusBadRequest, "the path query parameter is missing; give the file to read")
@@ -138,10 +134,6 @@ func acceptsGzip(r *http.Request) bool {
 
 func (s *Service) upload(w http.ResponseWriter, r *http.Request, t target) {
 	q := r.URL.Query()
-	if q.Get("signature") != "" {
-		writeHTTPError(w, http.StatusBadRequest, "signed file URLs are not served by sandboxd; write the file through the SDK's files.write")
-		return
-	}
 	// Room for multipart framing past the file itself.
 	body := http.MaxBytesReader(w, r.Body, s.o.MaxFileBytes+1<<20)
 	var files []proto.WriteFile
