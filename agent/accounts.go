@@ -8,9 +8,37 @@ import (
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
-// Extended attributes (proto.WriteFile.Xattrs), read back by Xattrs.
+// Accounts and extended attributes: commands run as an account of the
+// sandbox (proto.ExecRequest.User, proto.ProcStartRequest.User), files
+// written for one (proto.WriteFilesRequest.Owner) and with extended
+// attributes (proto.WriteFile.Xattrs), read back by Xattrs. An agent that
+// predates them would ignore the fields, running the command or writing
+// the files as root, or dropping the attributes, without a word: the
+// client refuses to send them to it.
 
-// needXattrs refuses extended attributes to an agent that would drop them.
+// needAccounts refuses a user to an agent that would ignore it.
+func (c *Client) needAccounts(user string) error {
+	if user == "" || c.hello == nil || c.hello.Accounts {
+		return nil
+	}
+	return errdefs.FailedPrecondition("the sandbox agent (pid %d, started %s) predates running commands as another user, so %q cannot be honoured; restart the sandbox's agent with the current sandbox-agent binary",
+		c.hello.PID, c.hello.StartedAt.Format(time.RFC3339), user)
+}
+
+// needWriteMetadata refuses an owner or attributes to an agent that
+// would drop them.
+func (c *Client) needWriteMetadata(r *proto.WriteFilesRequest) error {
+	if err := c.needAccounts(r.Owner); err != nil {
+		return err
+	}
+	for _, f := range r.Files {
+		if len(f.Xattrs) > 0 {
+			return c.needXattrs()
+		}
+	}
+	return nil
+}
+
 func (c *Client) needXattrs() error {
 	if c.hello == nil || c.hello.Xattrs {
 		return nil
