@@ -113,6 +113,9 @@ func (c *Client) ReadFiles(ctx context.Context, r *proto.ReadFilesRequest) (*pro
 
 // WriteFiles writes, creates or deletes files all or nothing.
 func (c *Client) WriteFiles(ctx context.Context, r *proto.WriteFilesRequest) error {
+	if err := c.needWriteMetadata(r); err != nil {
+		return err
+	}
 	_, err := c.call(ctx, &proto.Request{Op: proto.OpWriteFiles, WriteFiles: r})
 	return err
 }
@@ -138,6 +141,9 @@ func (c *Client) Walk(ctx context.Context, r *proto.WalkRequest) (*proto.WalkRes
 // Exec runs a command to completion. Cancelling ctx closes the stream, which
 // kills the command's process group.
 func (c *Client) Exec(ctx context.Context, r *proto.ExecRequest) (*proto.ExecResponse, error) {
+	if err := c.needAccounts(r.User); err != nil {
+		return nil, err
+	}
 	resp, err := c.call(ctx, &proto.Request{Op: proto.OpExec, Exec: r})
 	if err != nil {
 		return nil, err
@@ -150,6 +156,9 @@ func (c *Client) Exec(ctx context.Context, r *proto.ExecRequest) (*proto.ExecRes
 // response is the same as Exec's. An agent that predates streaming responds
 // as Exec does and out is never called.
 func (c *Client) ExecStream(ctx context.Context, r *proto.ExecRequest, out func(*proto.ExecOutput)) (*proto.ExecResponse, error) {
+	if err := c.needAccounts(r.User); err != nil {
+		return nil, err
+	}
 	sr := *r
 	sr.Stream = true
 	st, resp, err := c.openWith(ctx, &proto.Request{Op: proto.OpExec, Exec: &sr}, out)

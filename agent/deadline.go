@@ -39,7 +39,7 @@ func WithOpTimeouts(quick, file time.Duration) ClientOption {
 // opTimeout is req's own deadline.
 func (c *Client) opTimeout(req *proto.Request) time.Duration {
 	switch req.Op {
-	case proto.OpReadFile, proto.OpReadFiles, proto.OpWriteFiles, proto.OpWalk:
+	case proto.OpReadFile, proto.OpReadFiles, proto.OpWriteFiles, proto.OpWalk, proto.OpXattrs:
 		return c.file
 	case proto.OpExec:
 		t := defaultExecTimeout

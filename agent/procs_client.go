@@ -40,6 +40,9 @@ func (c *Client) procCall(ctx context.Context, req *proto.Request) (*proto.Respo
 // ProcStart starts a process the agent keeps (proto.ProcStartRequest) and
 // returns it, running, with its id ("p1", ...).
 func (c *Client) ProcStart(ctx context.Context, r *proto.ProcStartRequest) (*proto.ProcInfo, error) {
+	if err := c.needAccounts(r.User); err != nil {
+		return nil, err
+	}
 	resp, err := c.procCall(ctx, &proto.Request{Op: proto.OpProcStart, ProcStart: r})
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 )
 
 // fileService serves the file operations (read_file, read_files,
-// write_files, stat, walk) on workspaces confined to their root
+// write_files, stat, walk; xattrs, files_xattrs.go) on workspaces confined to their root
 // (files_confine.go, files_beneath.go), with write_files batches kept
 // crash-atomic by the journal (journal.go). It starts no goroutine of its
 // own and holds nothing to close.
@@ -45,6 +45,7 @@ func (f *fileService) register(t opTable) {
 	addBody(t, proto.OpWriteFiles, func(r *proto.Request) *proto.WriteFilesRequest { return r.WriteFiles }, f.writeFiles)
 	addBody(t, proto.OpStat, func(r *proto.Request) *proto.StatRequest { return r.Stat }, f.stat)
 	addBody(t, proto.OpWalk, func(r *proto.Request) *proto.WalkRequest { return r.Walk }, f.walk)
+	addBody(t, proto.OpXattrs, func(r *proto.Request) *proto.XattrsRequest { return r.Xattrs }, f.xattrs)
 }
 
 func (f *fileService) readFile(_ context.Context, _ *request, r *proto.ReadFileRequest) (*proto.Response, func(), error) {

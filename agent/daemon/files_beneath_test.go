@@ -122,7 +122,7 @@ func TestMkdirAllRefusesSwappedParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	swap(t, root, outside)
-	_, err = mkdirAll(c.root, filepath.Dir(c.abs), "sub/a/b/f.txt")
+	_, err = mkdirAll(c.root, filepath.Dir(c.abs), "sub/a/b/f.txt", nil)
 	if err == nil || !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("mkdirAll after the swap = %v, want failed_precondition", err)
 	}

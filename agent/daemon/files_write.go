@@ -50,8 +50,11 @@ type writePlan struct {
 	// redirect the write.
 	dir     *os.File
 	existed bool
-	entry   journalEntry
-	staged  *os.File // the staged file, open until the barrier
+	// owner is the account new files and directories belong to
+	// (WriteFilesRequest.Owner); nil leaves them to the agent's user.
+	owner  *account
+	entry  journalEntry
+	staged *os.File // the staged file, open until the barrier
 	// made are the directories this batch made itself (relative to the
 	// root), the ones an undo removes. entry.MkDirs, the plan, may list
 	// more: a directory another batch made meanwhile (two writes of files
@@ -87,6 +90,10 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 	if err != nil {
 		return err
 	}
+	owner, err := lookupAccount(r.Owner)
+	if err != nil {
+		return err
+	}
 	plans := make([]*writePlan, len(r.Files))
 	seen := map[string]string{}
 	for i := range r.Files {
@@ -105,7 +112,10 @@ func writeFiles(r *proto.WriteFilesRequest, env commitEnv) (err error) {
 			return errdefs.InvalidArgument("paths %q and %q name the same file; list each file once", prev, f.Path)
 		}
 		seen[c.abs] = f.Path
-		p := &writePlan{req: f, root: realRoot, target: c.abs}
+		if err := checkXattrs(f); err != nil {
+			return err
+		}
+		p := &writePlan{req: f, root: realRoot, target: c.abs, owner: owner}
 		plans[i] = p
 		if err := checkExpectations(p, env.limits); err != nil {
 			return err
@@ -365,11 +375,15 @@ func stage(p *writePlan) error {
 	f := p.req
 	dir := filepath.Dir(p.target)
 	if len(p.entry.MkDirs) > 0 {
-		made, err := mkdirAll(p.root, dir, f.Path)
+		made, err := mkdirAll(p.root, dir, f.Path, p.owner)
 		for _, m := range made {
 			if r, rerr := filepath.Rel(p.root, m); rerr == nil {
 				p.made = append(p.made, r)
 			}
+		}
+		var ce chownError
+		if errors.As(err, &ce) {
+			return ce.error
 		}
 		if err != nil {
 			return errdefs.InvalidArgument("cannot create the directory for %s (%v); fix the path", f.Path, err)
@@ -396,7 +410,16 @@ func stage(p *writePlan) error {
 	if err != nil {
 		return fsError(err, f.Path)
 	}
-	_, werr := tmp.Write(f.Data)
+	// Owner and attributes before the name is taken: the file is never
+	// seen as root's, nor without its metadata. The mode last, as a chown
+	// clears the set-id bits.
+	werr := p.chownStaged(tmp, int(d.Fd()))
+	if werr == nil {
+		_, werr = tmp.Write(f.Data)
+	}
+	if werr == nil {
+		werr = setXattrs(tmp, f.Xattrs, dir, f.Path)
+	}
 	if werr == nil {
 		werr = tmp.Chmod(mode)
 	}
@@ -413,6 +436,28 @@ func stage(p *writePlan) error {
 	p.staged = tmp
 	return nil
 }
+
+// chownStaged gives the staged file to the batch's owner or, when it
+// replaces a file, to that file's owner; without an owner it stays the
+// agent's, as every staged file was.
+func (p *writePlan) chownStaged(tmp *os.File, dirfd int) error {
+	if p.owner == nil {
+		return nil
+	}
+	uid, gid := int(p.owner.uid), int(p.owner.gid)
+	var st unix.Stat_t
+	if p.existed && unix.Fstatat(dirfd, p.entry.Name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+		uid, gid = int(st.Uid), int(st.Gid)
+	}
+	if err := tmp.Chown(uid, gid); err != nil {
+		return errdefs.FailedPrecondition("cannot give %s to user %q (%v); write it without an owner", p.req.Path, p.owner.name, err)
+	}
+	return nil
+}
+
+// chownError is mkdirAll's failure to give a directory to its owner, which
+// its caller reports as it is: the path was fine.
+type chownError struct{ error }
 
 // uniqueFiles drops repeated files (several entries in one directory).
 func uniqueFiles(files []*os.File) []*os.File {
@@ -517,8 +562,9 @@ func planDirFiles(plans []*writePlan, made bool) (dirs, extra []*os.File, err er
 }
 
 // mkdirAll creates dir and its missing parents inside root, each made in
-// its parent opened beneath root, and returns those it made (deepest last).
-func mkdirAll(root, dir, name string) ([]string, error) {
+// its parent opened beneath root and, with an owner, given to it before
+// anything is made inside; it returns those it made (deepest last).
+func mkdirAll(root, dir, name string, owner *account) ([]string, error) {
 	var missing []string
 	base := dir
 	for ; base != root && base != filepath.Dir(base); base = filepath.Dir(base) {
@@ -538,6 +584,11 @@ func mkdirAll(root, dir, name string) ([]string, error) {
 		switch err := unix.Mkdirat(int(parent.Fd()), comp, 0o755); {
 		case err == nil:
 			made = append(made, missing[i])
+			if owner != nil {
+				if err := unix.Fchownat(int(parent.Fd()), comp, int(owner.uid), int(owner.gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					return made, chownError{errdefs.FailedPrecondition("cannot give the directory %s to user %q (%v); write without an owner", missing[i], owner.name, err)}
+				}
+			}
 		case errors.Is(err, unix.EEXIST):
 			// Another write made it since the Lstat above: use it (the
 			// open below refuses it unless it is a directory beneath).

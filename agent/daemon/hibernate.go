@@ -355,7 +355,7 @@ func (t *longTable) restore(recs []restoredLong, at, now time.Time) {
 			ring = proto.DefaultProcRing
 		}
 		p := &longProc{
-			info: proto.ProcInfo{ID: r.info.ID, PID: r.info.PID, Argv: r.info.Argv, Dir: r.info.Dir, Labels: r.info.Labels,
+			info: proto.ProcInfo{ID: r.info.ID, PID: r.info.PID, Argv: r.info.Argv, Dir: r.info.Dir, User: r.info.User, Labels: r.info.Labels,
 				StartedAt: r.info.StartedAt, RingBytes: ring},
 			ring:       restoredRing(ring, r.chunks, r.info.Output),
 			done:       make(chan struct{}),

@@ -17,6 +17,14 @@ import (
 // sandbox's environment (sandboxEnv) added to the daemon's, and env over
 // both: exec.Cmd keeps the last value of a name.
 func buildCmd(argv []string, dir string, sandboxEnv, env map[string]string) (*exec.Cmd, error) {
+	return buildCmdAs(argv, dir, sandboxEnv, env, nil)
+}
+
+// buildCmdAs is buildCmd for a command run as the account as (nil: the
+// agent's own user, as buildCmd): with its credential, who it is in the
+// environment between the sandbox's and env, and without dir its home.
+// Whoever replaces the command's SysProcAttr keeps its Credential.
+func buildCmdAs(argv []string, dir string, sandboxEnv, env map[string]string, as *account) (*exec.Cmd, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errdefs.InvalidArgument("argv is empty; give the program and its arguments")
 	}
@@ -24,6 +32,9 @@ func buildCmd(argv []string, dir string, sandboxEnv, env map[string]string) (*ex
 		if strings.IndexByte(a, 0) >= 0 {
 			return nil, errdefs.InvalidArgument("argument %q contains a NUL byte; arguments must be plain strings", a)
 		}
+	}
+	if dir == "" && as != nil {
+		dir = as.dir()
 	}
 	if dir != "" {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
@@ -40,14 +51,27 @@ func buildCmd(argv []string, dir string, sandboxEnv, env map[string]string) (*ex
 	for _, k := range slices.Sorted(maps.Keys(sandboxEnv)) {
 		cmd.Env = append(cmd.Env, k+"="+sandboxEnv[k])
 	}
+	if as != nil {
+		cmd.Env = append(cmd.Env, as.env()...)
+	}
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
 			return nil, errdefs.InvalidArgument("environment variable %q is not valid; names must be non-empty without '=' or NUL", k)
 		}
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: as.credential()}
 	return cmd, nil
+}
+
+// startErrorAs is startError for a command run as the account as: a
+// permission it lacks is the account's, which may not run the program or
+// enter the directory even where root could.
+func startErrorAs(prog string, as *account, err error) error {
+	if as != nil && errors.Is(err, fs.ErrPermission) {
+		return errdefs.FailedPrecondition("cannot start %q as user %q: permission denied; check that the account may execute it and enter the working directory", prog, as.name)
+	}
+	return startError(prog, err)
 }
 
 // startError explains why a program could not start.

@@ -18,6 +18,10 @@ const ContainCommand = "contain"
 // containFD is the supervisor's status pipe to the agent.
 const containFD = 3
 
+// containAs begins contain's optional first argument, the credential the
+// command runs with (credArg's form), for an exec as an account.
+const containAs = "--as="
+
 // maxNamedLeft bounds how many pids of background processes are named.
 const maxNamedLeft = 16
 
@@ -27,13 +31,14 @@ const supervisorThreads = 2
 // supervisorHeap is the heap at which the supervisor collects garbage.
 const supervisorHeap = 32 << 20
 
-// RunContain is `sandbox-agent contain TIMEOUT PATH -- ARGV...`, which the
-// agent runs for every exec call (see supervisedCall). It makes itself a
-// child subreaper, so every process the command starts stays below it
-// whatever it does (setsid, double fork, nohup): an orphan is re-parented
-// to the nearest living subreaper ancestor, which is the supervisor. It
-// starts PATH with ARGV in a process group of its own on the stdio it was
-// given, and
+// RunContain is `sandbox-agent contain [--as=UID:GID:GROUPS] TIMEOUT PATH
+// -- ARGV...`, which the agent runs for every exec call (see
+// supervisedCall). It makes itself a child subreaper, so every process the
+// command starts stays below it whatever it does (setsid, double fork,
+// nohup): an orphan is re-parented to the nearest living subreaper
+// ancestor, which is the supervisor. It starts PATH with ARGV in a process
+// group of its own on the stdio it was given (with --as, as that user,
+// entering the supervisor's directory as that user), and
 //   - when the command exits, reports its status and the processes it left
 //     running, then lets those run until TIMEOUT has passed since the start;
 //   - at TIMEOUT, on SIGTERM (the call was cancelled) or on SIGUSR1 (the
@@ -45,6 +50,15 @@ const supervisorHeap = 32 << 20
 // run by the agent only; its stdio belongs to the command.
 func RunContain(args []string) int {
 	syscall.CloseOnExec(containFD)
+	var cred *syscall.Credential
+	if len(args) > 0 && strings.HasPrefix(args[0], containAs) {
+		c, err := parseCredArg(strings.TrimPrefix(args[0], containAs))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sandbox-agent contain: %v\n", err)
+			return 2
+		}
+		cred, args = c, args[1:]
+	}
 	if len(args) < 4 || args[2] != "--" {
 		fmt.Fprintf(os.Stderr, "sandbox-agent contain: usage: contain TIMEOUT PATH -- ARGV... (it is run by the agent daemon, not by hand)\n")
 		return 2
@@ -60,7 +74,7 @@ func RunContain(args []string) int {
 	runtime.GOMAXPROCS(1)
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(supervisorHeap)
-	s := &supervisor{self: os.Getpid(), deadline: time.Now().Add(timeout)}
+	s := &supervisor{self: os.Getpid(), deadline: time.Now().Add(timeout), cred: cred}
 	return s.run(args[1], args[3:])
 }
 
@@ -83,6 +97,7 @@ const (
 type supervisor struct {
 	self     int
 	deadline time.Time
+	cred     *syscall.Credential // the command's; nil: the supervisor's own
 
 	leader     int
 	leaderDone bool
@@ -111,11 +126,20 @@ func (s *supervisor) run(path string, argv []string) int {
 	}
 	reserveThreads(supervisorThreads)
 
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
+	attr := &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
-	})
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Credential: s.cred},
+	}
+	if s.cred != nil {
+		// The command enters its directory once it is the account, as an
+		// unsupervised one does: a directory the account may not enter
+		// fails its start instead of leaving it there.
+		if wd, err := syscall.Getwd(); err == nil {
+			attr.Dir = wd
+		}
+	}
+	pid, err := syscall.ForkExec(path, argv, attr)
 	if err != nil {
 		errno, _ := err.(syscall.Errno)
 		s.report(evStartErr, strconv.Itoa(int(errno)))

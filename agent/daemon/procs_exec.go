@@ -38,7 +38,11 @@ func (ps *processService) exec(ctx context.Context, st *yamux.Stream, r *proto.E
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := buildCmd(r.Argv, r.Dir, base, r.Env)
+	as, err := lookupAccount(r.User)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := buildCmdAs(r.Argv, r.Dir, base, r.Env, as)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +76,7 @@ func (ps *processService) exec(ctx context.Context, st *yamux.Stream, r *proto.E
 	clientGone := watchClosed(ctx, st)
 	var run func() (*proto.ExecResponse, error)
 	if ps.supervise {
-		run, err = ps.startSupervised(cmd, p, timeout, clientGone)
+		run, err = ps.startSupervised(cmd, as, p, timeout, clientGone)
 	} else {
 		run, err = ps.startGroup(cmd, p, timeout, clientGone)
 	}
@@ -80,7 +84,7 @@ func (ps *processService) exec(ctx context.Context, st *yamux.Stream, r *proto.E
 		return nil, err
 	}
 	if err != nil {
-		return nil, startError(r.Argv[0], err)
+		return nil, startErrorAs(r.Argv[0], as, err)
 	}
 	p.collect(max, r.Stdin, live)
 	resp, err := run()

@@ -173,12 +173,18 @@ func (t *longTable) start(r *proto.ProcStartRequest, sandboxEnv map[string]strin
 			}
 		}
 	}
-	cmd, err := buildCmd(r.Argv, r.Dir, sandboxEnv, r.Env)
+	as, err := lookupAccount(r.User)
 	if err != nil {
 		return proto.ProcInfo{}, err
 	}
+	cmd, err := buildCmdAs(r.Argv, r.Dir, sandboxEnv, r.Env, as)
+	if err != nil {
+		return proto.ProcInfo{}, err
+	}
+	// The credential outlives the SysProcAttr each kind of process gets below.
+	cred := cmd.SysProcAttr.Credential
 	p := &longProc{
-		info: proto.ProcInfo{Argv: slices.Clone(r.Argv), Dir: r.Dir, Labels: maps.Clone(r.Labels), RingBytes: ring},
+		info: proto.ProcInfo{Argv: slices.Clone(r.Argv), Dir: cmd.Dir, User: as.username(), Labels: maps.Clone(r.Labels), RingBytes: ring},
 		ring: newOutRing(ring),
 		done: make(chan struct{}),
 	}
@@ -195,9 +201,16 @@ func (t *longTable) start(r *proto.ProcStartRequest, sandboxEnv map[string]strin
 			return fail(err)
 		}
 		parentEnds, childEnds = append(parentEnds, master), append(childEnds, slave)
+		if cred != nil {
+			// The account's own terminal, as a login makes it: a program
+			// that opens it by name (ttyname) can.
+			if err := slave.Chown(int(cred.Uid), -1); err != nil {
+				t.log.Warn("cannot give a process's terminal to its user; it still has it as its stdio", "user", as.name, "err", err)
+			}
+		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		// Ctty is the child's descriptor: its stdin, the terminal.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: cred}
 		p.master, p.size = master, *r.Pty
 		outs = map[string]*os.File{proto.StreamPty: master}
 	} else {
@@ -219,7 +232,7 @@ func (t *longTable) start(r *proto.ProcStartRequest, sandboxEnv map[string]strin
 		cmd.Stdin, p.stdin = pr, pw
 		// A session of its own: its group and session ids name what it
 		// starts, for proc_kill, and it has no controlling terminal.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
 	}
 
 	t.mu.Lock()
@@ -252,7 +265,7 @@ func (t *longTable) start(r *proto.ProcStartRequest, sandboxEnv map[string]strin
 	p.info.StartedAt = time.Now()
 	exited, err := t.reaper.start(cmd)
 	if err != nil {
-		return fail(startError(r.Argv[0], err))
+		return fail(startErrorAs(r.Argv[0], as, err))
 	}
 	closeAll(childEnds...)
 	p.info.PID = cmd.Process.Pid

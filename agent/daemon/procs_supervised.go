@@ -56,15 +56,21 @@ func (e callEvent) int(i int) int {
 }
 
 // supervised wraps cmd in the agent's contain command: the returned command
-// runs `self contain TIMEOUT PATH -- ARGV...` with cmd's directory,
-// environment and stdio, and its status pipe's read end. The caller starts
-// it and closes statusW once it has started.
+// runs `self contain [--as=CRED] TIMEOUT PATH -- ARGV...` with cmd's
+// directory, environment and stdio, and its status pipe's read end. The
+// supervisor itself runs as the agent's user, so that it can kill what the
+// command starts whatever that does; it gives the command cmd's credential
+// (--as). The caller starts it and closes statusW once it has started.
 func supervised(self string, cmd *exec.Cmd, timeout time.Duration) (sup *exec.Cmd, statusR, statusW *os.File, err error) {
 	statusR, statusW, err = os.Pipe()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	args := append([]string{ContainCommand, timeout.String(), cmd.Path, "--"}, cmd.Args...)
+	args := []string{ContainCommand}
+	if a := cmd.SysProcAttr; a != nil && a.Credential != nil {
+		args = append(args, containAs+credArg(a.Credential))
+	}
+	args = append(append(args, timeout.String(), cmd.Path, "--"), cmd.Args...)
 	sup = exec.Command(self, args...)
 	sup.Dir, sup.Env = cmd.Dir, cmd.Env
 	sup.Stdin, sup.Stdout, sup.Stderr = cmd.Stdin, cmd.Stdout, cmd.Stderr
@@ -122,7 +128,7 @@ func (ps *processService) supervisors() []int {
 // startSupervised starts cmd below a supervisor; run waits for the
 // command's exit as the supervisor reports it and for its output, and a
 // goroutine then follows the supervisor until everything below it has ended.
-func (ps *processService) startSupervised(cmd *exec.Cmd, p *execPipes, timeout time.Duration, clientGone context.Context) (func() (*proto.ExecResponse, error), error) {
+func (ps *processService) startSupervised(cmd *exec.Cmd, as *account, p *execPipes, timeout time.Duration, clientGone context.Context) (func() (*proto.ExecResponse, error), error) {
 	sup, statusR, statusW, err := supervised(ps.self, cmd, timeout)
 	if err != nil {
 		p.closeAll()
@@ -146,7 +152,7 @@ func (ps *processService) startSupervised(cmd *exec.Cmd, p *execPipes, timeout t
 		return nil, err
 	}
 	c := &supervisedCall{
-		ps: ps, sup: sup, pid: sup.Process.Pid, argv0: cmd.Args[0], started: started, timeout: timeout,
+		ps: ps, sup: sup, pid: sup.Process.Pid, argv0: cmd.Args[0], as: as, started: started, timeout: timeout,
 		events: readEvents(statusR), exited: exited,
 	}
 	ps.execs[c.pid] = runningExec{supervised: true}
@@ -168,6 +174,7 @@ type supervisedCall struct {
 	sup     *exec.Cmd
 	pid     int // the supervisor's
 	argv0   string
+	as      *account // the command's account; nil: the agent's user
 	started time.Time
 	timeout time.Duration
 	events  <-chan callEvent // closed when the supervisor has exited
@@ -225,7 +232,7 @@ func (c *supervisedCall) apply(resp *proto.ExecResponse, ev callEvent) (done boo
 	case evStarted:
 		c.leader = ev.int(0)
 	case evStartErr:
-		return true, startError(c.argv0, syscall.Errno(ev.int(0)))
+		return true, startErrorAs(c.argv0, c.as, syscall.Errno(ev.int(0)))
 	case evKilled:
 		resp.Killed += ev.int(1)
 		switch ev.fields[0] {

@@ -185,7 +185,7 @@ func (s *Server) register(t opTable) {
 		return &proto.Response{Hello: &proto.HelloResponse{
 			Version: proto.Version, PID: os.Getpid(), StartedAt: s.startedAt, Hostname: s.hostname,
 			FDHandoff: true, Fencing: true, Watch: true, RawData: true, SandboxEnv: true, StreamReuse: true, Egress: true,
-			Processes: true, Ports: true, Activity: true,
+			Processes: true, Ports: true, Activity: true, Accounts: true, Xattrs: true,
 		}}, nil, nil
 	})
 }

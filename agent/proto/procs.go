@@ -78,10 +78,13 @@ const (
 // at least MinProcRing, at most MaxProcRing). MaxLive is the caller's limit
 // on processes running at once in the sandbox (0: DefaultProcLive): a start
 // beyond it is refused with CodeResourceExhausted naming the limit and the
-// running ids.
+// running ids. User runs it as an account of the sandbox, as
+// ExecRequest.User does (a terminal's device then belongs to the account
+// too, as after a login).
 type ProcStartRequest struct {
 	Argv      []string          `json:"argv"`
 	Dir       string            `json:"dir,omitempty"`
+	User      string            `json:"user,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	Pty       *PtySize          `json:"pty,omitempty"`
@@ -108,7 +111,8 @@ type ProcInfo struct {
 	ID        string            `json:"id"`
 	PID       int               `json:"pid"`
 	Argv      []string          `json:"argv"`
-	Dir       string            `json:"dir,omitempty"`
+	Dir       string            `json:"dir,omitempty"`  // the directory it started in; "": the agent's
+	User      string            `json:"user,omitempty"` // the account it runs as, by name; "": the agent's own
 	Labels    map[string]string `json:"labels,omitempty"`
 	Pty       *PtySize          `json:"pty,omitempty"` // the terminal's current size; nil without one
 	State     string            `json:"state"`

@@ -90,6 +90,7 @@ type Request struct {
 	Watch      *WatchRequest      `json:"watch,omitempty"`
 	SetEnv     *SetEnvRequest     `json:"set_env,omitempty"`
 	Egress     *EgressRequest     `json:"egress,omitempty"`
+	Xattrs     *XattrsRequest     `json:"xattrs,omitempty"` // OpXattrs (xattrs.go)
 
 	// The long-lived processes' ops (procs.go).
 	ProcStart  *ProcStartRequest  `json:"proc_start,omitempty"`
@@ -129,6 +130,7 @@ type Response struct {
 	ProcOutput *ProcOutputResponse `json:"proc_output,omitempty"`
 	Ports      *PortsResponse      `json:"ports,omitempty"`    // OpPorts (ports.go)
 	Activity   *Activity           `json:"activity,omitempty"` // OpActivity (activity.go)
+	Xattrs     *XattrsResponse     `json:"xattrs,omitempty"`   // OpXattrs (xattrs.go)
 	// Output is set, alone, on the frames a streamed exec writes before
 	// its response (ExecRequest.Stream).
 	Output *ExecOutput `json:"output,omitempty"`
@@ -177,6 +179,14 @@ type HelloResponse struct {
 	Ports bool `json:"ports,omitempty"`
 	// Activity says the daemon takes OpActivity (activity.go).
 	Activity bool `json:"activity,omitempty"`
+	// Accounts says the daemon honours ExecRequest.User,
+	// ProcStartRequest.User and WriteFilesRequest.Owner. An older daemon
+	// would ignore them and run the command, or write the files, as its own
+	// user (root); the client refuses to send them without asking.
+	Accounts bool `json:"accounts,omitempty"`
+	// Xattrs says the daemon takes WriteFile.Xattrs and OpXattrs
+	// (xattrs.go); an older one would drop the attributes unsaid.
+	Xattrs bool `json:"xattrs,omitempty"`
 }
 
 // ReuseIdle is how long a client keeps an idle reusable stream; the daemon
@@ -190,7 +200,7 @@ const ReuseIdle = time.Minute
 // going away (exec, wait) or carry bytes after the response never are.
 func Reusable(op Op) bool {
 	switch op {
-	case OpReadFile, OpReadFiles, OpWriteFiles, OpStat, OpWalk:
+	case OpReadFile, OpReadFiles, OpWriteFiles, OpStat, OpWalk, OpXattrs:
 		return true
 	}
 	return false
@@ -248,9 +258,19 @@ type FileData struct {
 // renamed is restored from its backup, so the tree is never left half-written.
 // ExpectSHA256, when set for a file, must match the current contents (the
 // empty string for "must not exist" is spelled ExpectAbsent).
+//
+// Owner, for a daemon that says HelloResponse.Accounts, is the name (or
+// numeric uid) of an account of the sandbox's /etc/passwd: every file the
+// batch creates, and every directory MkdirAll makes for it, belongs to the
+// account's uid and primary gid, from before it gets its name; a file that
+// existed and is replaced keeps the owner it had. An account the sandbox
+// does not have is refused with CodeNotFound and nothing is written. ""
+// leaves every new file and directory, and every replaced file, to the
+// agent's own user (root).
 type WriteFilesRequest struct {
 	Root  string      `json:"root"`
 	Files []WriteFile `json:"files"`
+	Owner string      `json:"owner,omitempty"`
 }
 
 // WriteFile is one entry of a WriteFilesRequest.
@@ -262,6 +282,14 @@ type WriteFile struct {
 	MkdirAll     bool   `json:"mkdir_all,omitempty"` // create missing parent directories
 	ExpectSHA256 string `json:"expect_sha256,omitempty"`
 	ExpectAbsent bool   `json:"expect_absent,omitempty"`
+	// Xattrs, for a daemon that says HelloResponse.Xattrs, are set as
+	// extended attributes of the new content, before it takes the file's
+	// name: the file has exactly these afterwards (a replaced file's
+	// own attributes are not carried over). Names begin with "user."; at
+	// most MaxXattrsPerFile of them, each value at most MaxXattrValue
+	// bytes. A file system that keeps no extended attributes fails the
+	// batch with CodeFailedPrecondition. Not allowed with Delete.
+	Xattrs map[string]string `json:"xattrs,omitempty"`
 }
 
 // StatRequest stats a path (following symlinks that stay inside Root).
@@ -336,9 +364,18 @@ const (
 // request's stream closes, and those still running when the command exits
 // are killed at the timeout. An agent that does not supervise kills the
 // command's process group only.
+//
+// User, for a daemon that says HelloResponse.Accounts, is the name (or
+// numeric uid) of an account of the sandbox's /etc/passwd the command runs
+// as: its uid, primary gid and supplementary groups, with HOME, USER and
+// LOGNAME set to the account's unless Env gives them, and, without Dir, in
+// the account's home directory ("/" when that does not exist). An account
+// the sandbox does not have is refused with CodeNotFound. "" runs it as
+// the agent's own user (root) in the agent's directory.
 type ExecRequest struct {
 	Argv     []string          `json:"argv"`
 	Dir      string            `json:"dir,omitempty"`
+	User     string            `json:"user,omitempty"`
 	Env      map[string]string `json:"env,omitempty"` // added to the agent's environment
 	Stdin    []byte            `json:"stdin,omitempty"`
 	Timeout  time.Duration     `json:"timeout,omitempty"`   // 0: 10 minutes
