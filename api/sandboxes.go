@@ -39,6 +39,7 @@ func (s *Server) CreateSandbox(ctx context.Context, tenant string, req CreateSan
 		Snapshot:     req.Snapshot,
 		Expiry:       req.Expiry,
 		Labels:       req.Labels,
+		Setuid:       req.Setuid,
 	}
 	if spec.Image == "" && spec.Snapshot == "" {
 		spec.Image = s.image

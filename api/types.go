@@ -36,6 +36,8 @@ type CreateSandboxRequest struct {
 	// (package e2b), never by the JSON API: sandbox.Spec's.
 	Expiry sandbox.Expiry    `json:"-"`
 	Labels map[string]string `json:"-"`
+	// Setuid is sandbox.Spec's: an E2B sandbox's account may use sudo.
+	Setuid bool `json:"-"`
 }
 
 // EgressRules are allow and deny lists: host names with "*." wildcards and

@@ -28,6 +28,16 @@ type E2B struct {
 	// access off: "" (the tenant's default_network), "none", "bridge" or
 	// "proxy".
 	Network string `yaml:"network"`
+	// User is the account of the sandbox that commands and file operations
+	// run as when a request names none ("" is E2B's "user"); relative paths
+	// are taken from its home. A sandbox whose image has no such account
+	// runs them as root.
+	User string `yaml:"user"`
+	// NoSudo makes E2B sandboxes like sandboxd's own: no process gains
+	// privileges through a set-user-ID program (no-new-privileges), so sudo
+	// from an account that is not root fails. By default an E2B sandbox's
+	// accounts can use sudo, as on E2B.
+	NoSudo bool `yaml:"no_sudo"`
 }
 
 // E2BTemplates is the template map with its default filled in.
@@ -57,6 +67,9 @@ func (e E2B) Check() error {
 	case "", "none", "bridge", "proxy":
 	default:
 		return fmt.Errorf("e2b.network: %q is not a network mode; use none, bridge or proxy, or leave it out for the tenant's default_network", e.Network)
+	}
+	if u := e.User; u != "" && (strings.ContainsAny(u, ": \t/\n") || len(u) > 32) {
+		return fmt.Errorf("e2b.user: %q is not an account name; give the name of an account of the sandbox image's /etc/passwd, such as user", u)
 	}
 	d := e.Domain
 	switch {

@@ -14,6 +14,8 @@ func TestE2BSection(t *testing.T) {
 		"e2b: {domain: 'https://e2b.example.com'}": "e2b.domain: \"https://e2b.example.com\" is not a bare domain",
 		"e2b: {domain: E2B.example.com}":           "has upper-case letters",
 		"e2b: {domain: nodot}":                     "is not a domain with a dot in it",
+		"e2b: {user: agent, no_sudo: true}":        "",
+		"e2b: {user: 'a:b'}":                       `e2b.user: "a:b" is not an account name`,
 	} {
 		cfg, err := Parse([]byte(yaml))
 		if err == nil {

@@ -225,7 +225,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 	if err != nil {
 		return err
 	}
-	cr := api.CreateSandboxRequest{Conversation: newConversation(), Env: req.EnvVars, Network: h.cfg.Network, Labels: labels}
+	cr := api.CreateSandboxRequest{Conversation: newConversation(), Env: req.EnvVars, Network: h.cfg.Network, Labels: labels, Setuid: !h.cfg.NoSudo}
 	if timeout > 0 {
 		cr.Expiry = sandbox.Expiry{At: time.Now().Add(timeout), Then: f.then()}
 	}

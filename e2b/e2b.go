@@ -90,6 +90,12 @@ type Config struct {
 	// Network is the network of a sandbox that asks for internet access
 	// ("" is sandboxd's default for the tenant).
 	Network string
+	// User is the account requests into a sandbox act as when they name
+	// none ("" is E2B's "user").
+	User string
+	// NoSudo makes the sandboxes without set-user-ID privileges
+	// (sandbox.Spec.Setuid false): sudo from an account fails.
+	NoSudo bool
 	// DataDir keeps the access key (under e2b/), and once kept the
 	// sandboxes' records (migrated from at start, store.go).
 	DataDir string
@@ -150,7 +156,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 	}
 	h := &Handler{cfg: cfg, sign: sg, log: cfg.Log, legacy: legacy,
-		envd: envd.New(envd.Options{Sandboxes: cfg.Sandboxes, MaxLive: cfg.MaxLive, RingBytes: cfg.RingBytes, Log: cfg.Log}),
+		envd: envd.New(envd.Options{Sandboxes: cfg.Sandboxes, MaxLive: cfg.MaxLive, RingBytes: cfg.RingBytes, DefaultUser: cfg.User, Log: cfg.Log}),
 		done: make(chan struct{})}
 	h.mux = h.routes()
 	go func() {

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -60,6 +62,23 @@ func TestClusterE2BCallAtAnotherReplica(t *testing.T) {
 	var procs struct{ Processes []any }
 	if code := call(other, "POST", "/e2b/sandbox/process.Process/List", envd, `{}`, &procs); code != 200 {
 		t.Fatalf("envd's process List at replica %d (not the owner): %d", other, code)
+	}
+	// A signed download URL names no sandbox: the replica it reaches finds
+	// the sandbox by the signature and sends it to the owner.
+	up := map[string]string{"X-Access-Token": made.EnvdAccessToken, "E2b-Sandbox-Id": made.SandboxID, "E2b-Sandbox-Port": "49983", "Content-Type": "application/octet-stream"}
+	if code := call(other, "POST", "/e2b/sandbox/files?path=/tmp/signed.txt", up, "signed across replicas", nil); code != 200 {
+		t.Fatalf("upload at replica %d (not the owner): %d", other, code)
+	}
+	sum := sha256.Sum256([]byte("/tmp/signed.txt:read::" + made.EnvdAccessToken))
+	signed := "/files?" + url.Values{"path": {"/tmp/signed.txt"}, "signature": {"v1_" + base64.RawStdEncoding.EncodeToString(sum[:])}}.Encode()
+	resp, err := http.Get(rs.URLs[third] + signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "signed across replicas" {
+		t.Fatalf("a signed download URL at replica %d: %d %q", third, resp.StatusCode, body)
 	}
 	if code := call(other, "POST", "/e2b/sandboxes/"+made.SandboxID+"/timeout", nil, `{"timeout":1800}`, nil); code != 204 {
 		t.Fatalf("setTimeout at replica %d (not the owner): %d", other, code)

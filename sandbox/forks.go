@@ -150,6 +150,7 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, conversations []s
 	}
 	spec.Lifecycle, _ = LifecycleOf(src)
 	spec.Labels = ExtLabels(src)
+	spec.Setuid = SetuidOf(src)
 	var made []Info
 	var failed []ForkFailure
 	for _, conv := range conversations {

@@ -11,12 +11,12 @@ import (
 
 // poolFor is the pool that can serve spec, nil when none can. A pool
 // sandbox is made with the defaults only (resources, no network, no env,
-// its own workspace volume). Its env is set at the claim, through the
-// agent (handOver); the others cannot change after the fact, so a spec
-// asking for any of them is created cold.
+// its own workspace volume, no-new-privileges). Its env is set at the
+// claim, through the agent (handOver); the others cannot change after the
+// fact, so a spec asking for any of them is created cold.
 func (m *Manager) poolFor(spec Spec) *pool {
 	if len(m.pools) == 0 || spec.Pool != "" || spec.HostWorkspace != "" ||
-		spec.Resources != (Resources{}) || (spec.Network != "" && spec.Network != "none") || !spec.Lifecycle.IsZero() || spec.Snapshot != "" {
+		spec.Resources != (Resources{}) || (spec.Network != "" && spec.Network != "none") || !spec.Lifecycle.IsZero() || spec.Snapshot != "" || spec.Setuid {
 		return nil
 	}
 	return m.pools[spec.Image]

@@ -81,7 +81,28 @@ type Spec struct {
 	// at most MaxLabelBytes), stamped at creation and kept by a fork's
 	// copies; on Kubernetes they are annotations.
 	Labels map[string]string
+	// Setuid lets the sandbox's processes gain privileges through
+	// set-user-ID programs (sudo from an account that is not root), which
+	// sandboxes are otherwise made without (no-new-privileges). The
+	// capabilities stay the ones root has in every sandbox: it lets an
+	// account become the sandbox's root, nothing more. Stamped
+	// (LabelSetuid) and kept by a fork's copies.
+	Setuid bool
 }
+
+// LabelSetuid marks a sandbox made with Spec.Setuid.
+const LabelSetuid = "io.sandboxd.setuid"
+
+// SetuidLabels are the labels a backend stamps for spec.Setuid.
+func SetuidLabels(spec Spec) map[string]string {
+	if !spec.Setuid {
+		return nil
+	}
+	return map[string]string{LabelSetuid: "true"}
+}
+
+// SetuidOf reports whether info's sandbox was made with Spec.Setuid.
+func SetuidOf(info Info) bool { return info.Labels[LabelSetuid] == "true" }
 
 // Owner is whom a claimed pool sandbox belongs to.
 type Owner struct {

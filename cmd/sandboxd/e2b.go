@@ -33,6 +33,7 @@ func (lv *leaves) e2bOption() (api.Option, error) {
 	h, err := e2b.New(e2b.Config{
 		Secret:    secret,
 		Templates: cfg.E2BTemplates(), Domain: cfg.E2B.Domain, PublicPorts: cfg.E2B.PublicPorts, Network: cfg.E2B.Network,
+		User: cfg.E2B.User, NoSudo: cfg.E2B.NoSudo,
 		DataDir: lv.flags.dataDir, Auth: lv.auth, Sandboxes: lv.mgr,
 		MaxLive: cfg.Processes.MaxRunning, RingBytes: cfg.Processes.RingBytes, Ports: lv.e2bPorts(),
 		Hold: lv.e2bHold(),

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -51,7 +52,15 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	c, _ := agenttest.New(t, daemon.WithStateDir(t.TempDir()))
 	ws := t.TempDir()
-	svc := New(Options{Sandboxes: oneSandbox{info: sandbox.Info{ID: "sb1", Tenant: "acme", State: "running", Workspace: ws}, c: c}})
+	// The agent runs on this machine as the sandbox: its accounts are a
+	// file of the test's, whose default account is this process's uid
+	// with the workspace for its home.
+	passwd := filepath.Join(t.TempDir(), "passwd")
+	entry := fmt.Sprintf("user:x:%d:%d::%s:/bin/sh\n", os.Getuid(), os.Getgid(), ws)
+	if err := os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/sh\n"+entry), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	svc := New(Options{Sandboxes: oneSandbox{info: sandbox.Info{ID: "sb1", Tenant: "acme", State: "running", Workspace: ws}, c: c}, Passwd: passwd})
 	t.Cleanup(func() { svc.Close() })
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { svc.ServeSandbox(w, r, "acme", "sb1") }))
 	t.Cleanup(srv.Close)

@@ -57,9 +57,10 @@ func statusOf(err error) int {
 
 // writtenEntry is what an upload answers per file.
 type writtenEntry struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-	Path string `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Path     string            `json:"path"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 func (s *Service) serveFiles(w http.ResponseWriter, r *http.Request, t target) {
@@ -81,7 +82,7 @@ func (s *Service) download(w http.ResponseWriter, r *http.Request, t target) {
 		writeHTTPError(w, http.StatusBadRequest, "the path query parameter is missing; give the file to read")
 		return
 	}
-	abs := absIn(t.info, p)
+	abs := t.acct.abs(p)
 	f, err := t.c.ReadFile(r.Context(), &proto.ReadFileRequest{Root: "/", Path: abs, MaxBytes: s.o.MaxFileBytes + 1})
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
@@ -134,6 +135,11 @@ func acceptsGzip(r *http.Request) bool {
 
 func (s *Service) upload(w http.ResponseWriter, r *http.Request, t target) {
 	q := r.URL.Query()
+	attrs, meta, err := metadataOf(r.Header)
+	if err != nil {
+		writeHTTPError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	// Room for multipart framing past the file itself.
 	body := http.MaxBytesReader(w, r.Body, s.o.MaxFileBytes+1<<20)
 	var files []proto.WriteFile
@@ -169,7 +175,7 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request, t target) {
 				writeHTTPError(w, uploadStatus(err), err.Error())
 				return
 			}
-			files = append(files, proto.WriteFile{Path: absIn(t.info, name), Data: data, MkdirAll: true})
+			files = append(files, proto.WriteFile{Path: t.acct.abs(name), Data: data, MkdirAll: true})
 		}
 	case ct == "application/octet-stream" || ct == "":
 		p := q.Get("path")
@@ -192,7 +198,7 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request, t target) {
 			writeHTTPError(w, uploadStatus(err), err.Error())
 			return
 		}
-		files = append(files, proto.WriteFile{Path: absIn(t.info, p), Data: data, MkdirAll: true})
+		files = append(files, proto.WriteFile{Path: t.acct.abs(p), Data: data, MkdirAll: true})
 	default:
 		writeHTTPError(w, http.StatusBadRequest, "content type "+ct+" is not taken; upload as multipart/form-data (field file) or application/octet-stream")
 		return
@@ -201,19 +207,16 @@ func (s *Service) upload(w http.ResponseWriter, r *http.Request, t target) {
 		writeHTTPError(w, http.StatusBadRequest, "the upload holds no file part named file")
 		return
 	}
-	for k := range r.Header {
-		if strings.HasPrefix(strings.ToLower(k), "x-metadata-") {
-			writeHTTPError(w, http.StatusBadRequest, "file metadata (X-Metadata- headers) is not kept by sandboxd; write the file without it")
-			return
-		}
+	for i := range files {
+		files[i].Xattrs = attrs
 	}
-	if err := t.c.WriteFiles(r.Context(), &proto.WriteFilesRequest{Root: "/", Files: files}); err != nil {
+	if err := t.c.WriteFiles(r.Context(), &proto.WriteFilesRequest{Root: "/", Files: files, Owner: t.acct.agentUser()}); err != nil {
 		writeHTTPError(w, statusOf(err), err.Error())
 		return
 	}
 	out := make([]writtenEntry, len(files))
 	for i, f := range files {
-		out[i] = writtenEntry{Name: path.Base(f.Path), Type: "file", Path: f.Path}
+		out[i] = writtenEntry{Name: path.Base(f.Path), Type: "file", Path: f.Path, Metadata: meta}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)

@@ -44,6 +44,8 @@ type (
 		Group         string  `json:"group"`
 		ModifiedTime  string  `json:"modifiedTime,omitempty"`
 		SymlinkTarget *string `json:"symlinkTarget,omitempty"`
+		// Metadata is the file's metadata (metadata.go).
+		Metadata map[string]string `json:"metadata,omitempty"`
 	}
 	entryResponse struct {
 		Entry *entryInfo `json:"entry"`
@@ -54,10 +56,17 @@ type (
 	watchRequest struct {
 		Path      string `json:"path"`
 		Recursive bool   `json:"recursive"`
+		// IncludeEntry adds each event's entry (envd 0.6.3).
+		IncludeEntry bool `json:"includeEntry"`
+		// AllowNetworkMounts lets a watch of a network mount start (envd
+		// 0.6.4); the agent's watch needs no such leave, so it changes
+		// nothing here.
+		AllowNetworkMounts bool `json:"allowNetworkMounts"`
 	}
 	fsEvent struct {
-		Name string `json:"name"`
-		Type string `json:"type"`
+		Name  string     `json:"name"`
+		Type  string     `json:"type"`
+		Entry *entryInfo `json:"entry,omitempty"`
 	}
 	watchDirResponse struct {
 		Start      *struct{} `json:"start,omitempty"`
@@ -98,7 +107,7 @@ mkdir -p -- "$(dirname -- "$2")" && mv -fT -- "$1" "$2"`
 // run runs script with args in the sandbox; an exit code in answers is
 // returned as such, any other failure as an error naming the output.
 func run(ctx context.Context, t target, script string, args ...string) ([]byte, int, error) {
-	res, err := t.c.Exec(ctx, &proto.ExecRequest{Argv: append([]string{"sh", "-c", script, "sh"}, args...), MaxBytes: maxListing, Timeout: time.Minute})
+	res, err := t.c.Exec(ctx, &proto.ExecRequest{Argv: append([]string{"sh", "-c", script, "sh"}, args...), MaxBytes: maxListing, Timeout: time.Minute, User: t.acct.agentUser()})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -172,6 +181,7 @@ func stat(ctx context.Context, t target, abs string) (*entryInfo, error) {
 	if len(es) != 1 {
 		return nil, rpcErr(codeInternal, "the entry of %s could not be read", abs)
 	}
+	withMetadata(ctx, t, es)
 	return &es[0], nil
 }
 
@@ -184,7 +194,7 @@ func (s *Service) serveFilesystem(w http.ResponseWriter, r *http.Request, t targ
 			writeUnaryError(w, err)
 			return
 		}
-		e, err := stat(ctx, t, absIn(t.info, req.Path))
+		e, err := stat(ctx, t, t.acct.abs(req.Path))
 		if err != nil {
 			writeUnaryError(w, err)
 			return
@@ -197,7 +207,7 @@ func (s *Service) serveFilesystem(w http.ResponseWriter, r *http.Request, t targ
 			return
 		}
 		depth := max(req.Depth, 1)
-		abs := absIn(t.info, req.Path)
+		abs := t.acct.abs(req.Path)
 		out, code, err := run(ctx, t, listScript, abs, findFormat, strconv.FormatUint(uint64(depth), 10))
 		switch {
 		case err != nil:
@@ -214,6 +224,7 @@ func (s *Service) serveFilesystem(w http.ResponseWriter, r *http.Request, t targ
 			// In the order of a walk, as envd lists: each directory's
 			// entries by name, a directory's contents right after it.
 			sort.Slice(es, func(i, j int) bool { return walkBefore(es[i].Path, es[j].Path) })
+			withMetadata(ctx, t, es)
 			writeUnary(w, listDirResponse{Entries: es})
 		}
 	case "MakeDir":
@@ -222,7 +233,7 @@ func (s *Service) serveFilesystem(w http.ResponseWriter, r *http.Request, t targ
 			writeUnaryError(w, err)
 			return
 		}
-		abs := absIn(t.info, req.Path)
+		abs := t.acct.abs(req.Path)
 		_, code, err := run(ctx, t, mkdirScript, abs)
 		if err == nil && code == exitExists {
 			err = rpcErr(codeAlreadyExists, "path %s already exists", abs)
@@ -234,7 +245,7 @@ func (s *Service) serveFilesystem(w http.ResponseWriter, r *http.Request, t targ
 			writeUnaryError(w, err)
 			return
 		}
-		src, dst := absIn(t.info, req.Source), absIn(t.info, req.Destination)
+		src, dst := t.acct.abs(req.Source), t.acct.abs(req.Destination)
 		_, code, err := run(ctx, t, moveScript, src, dst)
 		if err == nil && code == exitMissing {
 			err = rpcErr(codeNotFound, "path %s does not exist", src)
@@ -246,7 +257,7 @@ func (s *Service) serveFilesystem(w http.ResponseWriter, r *http.Request, t targ
 			writeUnaryError(w, err)
 			return
 		}
-		abs := absIn(t.info, req.Path)
+		abs := t.acct.abs(req.Path)
 		// A path that is not there is already removed: E2B's envd
 		// answers it as done, and the SDK's callers rely on that.
 		_, _, err := run(ctx, t, removeScript, abs)
@@ -379,7 +390,7 @@ func (s *Service) watchDir(w http.ResponseWriter, r *http.Request, t target) {
 		ctx, c2 = context.WithTimeout(ctx, timeout)
 		defer c2()
 	}
-	ws, err := openWatch(ctx, t, absIn(t.info, req.Path))
+	ws, err := openWatch(ctx, t, t.acct.abs(req.Path))
 	if err != nil {
 		streamFail(w, err)
 		return
@@ -412,7 +423,11 @@ func (s *Service) watchDir(w http.ResponseWriter, r *http.Request, t target) {
 			st.End(rpcErr(codeUnavailable, "the watch ended: %v", err))
 			return
 		}
-		for _, e := range eventsOf(ev, ws.Info().Base, req.Recursive, lookIn(ctx, t)) {
+		evs := eventsOf(ev, ws.Info().Base, req.Recursive, lookIn(ctx, t))
+		if req.IncludeEntry {
+			withEntries(ctx, t, ws.Info().Base, evs)
+		}
+		for _, e := range evs {
 			if st.Send(watchDirResponse{Filesystem: &e}) != nil {
 				return
 			}

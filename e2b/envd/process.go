@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -328,10 +327,10 @@ func (s *Service) startProcess(w http.ResponseWriter, r *http.Request, t target)
 	}
 	ps := &proto.ProcStartRequest{
 		Argv: append([]string{req.Process.Cmd}, req.Process.Args...), Env: req.Process.Envs,
-		Dir: t.info.Workspace, Labels: map[string]string{"e2b": "1"}, MaxLive: s.o.MaxLive, RingBytes: s.o.RingBytes,
+		Dir: t.acct.home, User: t.acct.agentUser(), Labels: map[string]string{"e2b": "1"}, MaxLive: s.o.MaxLive, RingBytes: s.o.RingBytes,
 	}
 	if req.Process.Cwd != nil && *req.Process.Cwd != "" {
-		ps.Dir = absIn(t.info, *req.Process.Cwd)
+		ps.Dir = t.acct.abs(*req.Process.Cwd)
 	}
 	if req.Tag != nil {
 		ps.Labels[labelTag] = *req.Tag
@@ -609,16 +608,4 @@ func startStreamCheck(r *http.Request) (bool, error) {
 		return false, rpcErr(codeInvalidArgument, "content type %q is not served here; send Connect streaming calls as application/connect+json", r.Header.Get("Content-Type"))
 	}
 	return true, nil
-}
-
-// absIn makes p absolute in the sandbox: a relative path is taken from the
-// workspace, where E2B takes it from the user's home.
-func absIn(info sandbox.Info, p string) string {
-	if path.IsAbs(p) {
-		return path.Clean(p)
-	}
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		p = strings.TrimPrefix(strings.TrimPrefix(p, "~"), "/")
-	}
-	return path.Join(info.Workspace, p)
 }

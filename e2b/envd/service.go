@@ -15,10 +15,10 @@ import (
 )
 
 // Version is the envd version sandboxd reports: the SDK turns features on
-// by it. At 0.5.7 it uploads streams as octet-stream and closes stdin;
-// file metadata (0.6.2) and entries in watch events (0.6.3) are not served,
-// and the SDK says so itself when asked for them.
-const Version = "0.5.7"
+// by it. At 0.6.4 it uploads streams as octet-stream, closes stdin, sends
+// file metadata (0.6.2), asks for entries in watch events (0.6.3) and lets
+// a watch of a network mount start (0.6.4).
+const Version = "0.6.4"
 
 // Sandboxes is what the service needs of the sandbox manager.
 type Sandboxes interface {
@@ -37,7 +37,12 @@ type Options struct {
 	RingBytes int64 // output kept per process (0: the agent's default)
 	// MaxFileBytes caps one file read or written through /files (0: 32 MiB).
 	MaxFileBytes int64
-	Log          *slog.Logger
+	// DefaultUser is the account a request that names none acts as (""
+	// is E2B's DefaultUser); a sandbox without it runs them as root.
+	DefaultUser string
+	// Passwd is where a sandbox's accounts are read ("" is /etc/passwd).
+	Passwd string
+	Log    *slog.Logger
 }
 
 // Service serves the in-sandbox API of every sandbox.
@@ -45,8 +50,9 @@ type Service struct {
 	o Options
 
 	mu       sync.Mutex
-	kills    map[string]*time.Timer // sandbox/process -> its timeout's kill
-	watchers map[string]*watcher    // watcher id -> watcher
+	kills    map[string]*time.Timer   // sandbox/process -> its timeout's kill
+	watchers map[string]*watcher      // watcher id -> watcher
+	accounts map[string]cachedAccount // sandbox id NUL account name -> its entry
 	closed   bool
 }
 
@@ -58,7 +64,13 @@ func New(o Options) *Service {
 	if o.MaxFileBytes <= 0 {
 		o.MaxFileBytes = 32 << 20
 	}
-	return &Service{o: o, kills: map[string]*time.Timer{}, watchers: map[string]*watcher{}}
+	if o.DefaultUser == "" {
+		o.DefaultUser = DefaultUser
+	}
+	if o.Passwd == "" {
+		o.Passwd = "/etc/passwd"
+	}
+	return &Service{o: o, kills: map[string]*time.Timer{}, watchers: map[string]*watcher{}, accounts: map[string]cachedAccount{}}
 }
 
 // Close stops the pending timeout kills and the polling watchers.
@@ -77,11 +89,13 @@ func (s *Service) Close() error {
 	return nil
 }
 
-// target is the sandbox a request is for, with its pipe.
+// target is the sandbox a request is for, with its pipe, and the account
+// the request acts as.
 type target struct {
 	tenant string
 	info   sandbox.Info
 	c      *agent.Client
+	acct   account
 }
 
 // conn looks the tenant's sandbox up and opens its pipe.
@@ -152,6 +166,17 @@ func (s *Service) ServeSandbox(w http.ResponseWriter, r *http.Request, tenant, s
 		return
 	}
 	t := target{tenant: tenant, info: info, c: c}
+	if t.acct, err = s.accountFor(r.Context(), t, requestUser(r)); err != nil {
+		switch {
+		case isRPC && streaming(service, method):
+			streamFail(w, err)
+		case isRPC:
+			writeUnaryError(w, err)
+		default:
+			writeHTTPError(w, http.StatusUnauthorized, err.Error())
+		}
+		return
+	}
 	switch {
 	case service == "process.Process" && isRPC:
 		s.serveProcess(w, r, t, method)

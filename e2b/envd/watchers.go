@@ -23,6 +23,8 @@ type watcher struct {
 	ws              watchStream
 	recursive       bool
 	look            func(string) (int64, bool)
+	// entries adds each event's entry (includeEntry), through t.
+	entries func(base string, evs []fsEvent)
 
 	mu      sync.Mutex
 	events  []fsEvent
@@ -40,13 +42,20 @@ func (w *watcher) loop() {
 	defer close(w.done)
 	for {
 		ev, err := w.ws.Next()
-		w.mu.Lock()
 		if err != nil {
+			w.mu.Lock()
 			w.err = err
 			w.mu.Unlock()
 			return
 		}
-		w.events = append(w.events, eventsOf(ev, w.ws.Info().Base, w.recursive, w.look)...)
+		// The looks into the sandbox happen outside the lock, so that a
+		// poll is never held up by them.
+		evs := eventsOf(ev, w.ws.Info().Base, w.recursive, w.look)
+		if w.entries != nil {
+			w.entries(w.ws.Info().Base, evs)
+		}
+		w.mu.Lock()
+		w.events = append(w.events, evs...)
 		if over := len(w.events) - maxWatcherEvents; over > 0 {
 			w.events = append([]fsEvent(nil), w.events[over:]...)
 			w.dropped += over
@@ -90,7 +99,7 @@ func (s *Service) servePolling(w http.ResponseWriter, r *http.Request, t target,
 		}
 		// The watch outlives this request: it is closed by RemoveWatcher,
 		// by ten minutes without a poll, or by the service's Close.
-		ws, err := openWatch(context.WithoutCancel(r.Context()), t, absIn(t.info, req.Path))
+		ws, err := openWatch(context.WithoutCancel(r.Context()), t, t.acct.abs(req.Path))
 		if err != nil {
 			writeUnaryError(w, err)
 			return
@@ -99,6 +108,9 @@ func (s *Service) servePolling(w http.ResponseWriter, r *http.Request, t target,
 		rand.Read(b[:])
 		id := "w" + hex.EncodeToString(b[:])
 		wt := &watcher{tenant: t.tenant, sandbox: t.info.ID, ws: ws, recursive: req.Recursive, look: lookIn(context.Background(), t), polled: time.Now(), done: make(chan struct{})}
+		if req.IncludeEntry {
+			wt.entries = func(base string, evs []fsEvent) { withEntries(context.Background(), t, base, evs) }
+		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()

@@ -25,6 +25,14 @@ test('commands', async (t) => {
     assert.equal(r.stdout, 'hello there\n/tmp\n')
   })
 
+  await t.test('commands run as E2B\'s user in its home, with sudo; user: root runs as root', async () => {
+    const r = await sbx.commands.run('id -un; pwd; echo "$HOME"; sudo -n id -u')
+    assert.equal(r.stdout, 'user\n/home/user\n/home/user\n0\n')
+    const asRoot = await sbx.commands.run('id -un; pwd', { user: 'root' })
+    assert.equal(asRoot.stdout, 'root\n/root\n')
+    await assert.rejects(sbx.commands.run('true', { user: 'nobody-here' }), /invalid user/)
+  })
+
   await t.test('a failing command raises CommandExitError with its output', async () => {
     await assert.rejects(sbx.commands.run('echo partial; echo broken >&2; exit 3'), (e) => {
       assert.ok(e instanceof CommandExitError, `got ${e}`)

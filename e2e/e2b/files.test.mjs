@@ -19,6 +19,22 @@ test('files', async (t) => {
     assert.equal(r.stdout, 'héllo wörld\n')
   })
 
+  await t.test('relative paths are in the user\'s home, and what is written there is the user\'s', async () => {
+    const info = await sbx.files.write('owned/mine.txt', 'mine')
+    assert.equal(info.path, '/home/user/owned/mine.txt')
+    const st = await sbx.files.getInfo('owned/mine.txt')
+    assert.equal(st.owner, 'user')
+    assert.equal(st.group, 'user')
+    assert.equal((await sbx.files.getInfo('owned')).owner, 'user')
+    const r = await sbx.commands.run('stat -c %U owned/mine.txt && echo appended >> owned/mine.txt && cat owned/mine.txt')
+    assert.equal(r.stdout, 'user\nmineappended\n')
+    const asRoot = await sbx.files.write('rootfile.txt', 'r', { user: 'root' })
+    assert.equal(asRoot.path, '/root/rootfile.txt')
+    assert.equal((await sbx.files.getInfo('/root/rootfile.txt', { user: 'root' })).owner, 'root')
+    // The user cannot write where E2B's user cannot.
+    await assert.rejects(sbx.files.makeDir('/etc/not-mine'))
+  })
+
   await t.test('write bytes and read them as bytes, blob and stream', async () => {
     const data = allBytes()
     await sbx.files.write('/tmp/bytes.bin', data.buffer)
@@ -137,6 +153,40 @@ test('files', async (t) => {
       const old = events.filter(([n]) => n === 'old.txt').map(([, ty]) => ty)
       assert.ok(old.includes('write'), `events for old.txt: ${old}`)
       assert.ok(!old.includes('remove'), `events for old.txt: ${old}`)
+    } finally {
+      await handle.stop()
+    }
+  })
+
+  await t.test('file metadata is kept with the file: write, getInfo, list, rename', async () => {
+    const metadata = { author: 'ada', purpose: 'upload' }
+    const info = await sbx.files.write('meta/a.txt', 'with metadata', { metadata })
+    assert.deepEqual(info.metadata, metadata)
+    assert.deepEqual((await sbx.files.getInfo('meta/a.txt')).metadata, metadata)
+    const streamed = await sbx.files.write('meta/b.txt', 'streamed', { metadata: { k: 'v' }, useOctetStream: true })
+    assert.deepEqual(streamed.metadata, { k: 'v' })
+    const listed = Object.fromEntries((await sbx.files.list('meta')).map((e) => [e.name, e.metadata]))
+    assert.deepEqual(listed, { 'a.txt': metadata, 'b.txt': { k: 'v' } })
+    assert.deepEqual((await sbx.files.rename('meta/a.txt', 'meta/c.txt')).metadata, metadata)
+    const plain = await sbx.files.write('meta/plain.txt', 'none')
+    assert.equal(plain.metadata, undefined)
+    assert.equal((await sbx.files.getInfo('meta/plain.txt')).metadata, undefined)
+    const multi = await sbx.files.writeFiles([{ path: 'meta/m1.txt', data: '1' }, { path: 'meta/m2.txt', data: '2' }], { metadata: { source: 'suite' } })
+    for (const m of multi) assert.deepEqual((await sbx.files.getInfo(m.path)).metadata, { source: 'suite' })
+  })
+
+  await t.test('watchDir with includeEntry gives each event the entry as it is now', async () => {
+    await sbx.files.makeDir('watched3')
+    await sbx.files.write('watched3/f.txt', 'before')
+    const events = []
+    const handle = await sbx.files.watchDir('watched3', (e) => events.push(e), { includeEntry: true, allowNetworkMounts: true })
+    try {
+      await sbx.files.write('watched3/f.txt', 'after, longer')
+      const ev = await waitFor('a write event with its entry', 15_000, () => events.find((e) => e.name === 'f.txt' && e.type === 'write'))
+      assert.equal(ev.entry.name, 'f.txt')
+      assert.equal(ev.entry.path, '/home/user/watched3/f.txt')
+      assert.equal(ev.entry.type, 'file')
+      assert.equal(ev.entry.size, 'after, longer'.length)
     } finally {
       await handle.stop()
     }

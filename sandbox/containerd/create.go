@@ -182,6 +182,7 @@ func labels(spec sandbox.Spec, deployment string) map[string]string {
 	maps.Copy(l, sandbox.LifecycleLabels(spec))
 	maps.Copy(l, sandbox.ExpiryLabels(spec))
 	maps.Copy(l, sandbox.ExtLabelsOf(spec))
+	maps.Copy(l, sandbox.SetuidLabels(spec))
 	return l
 }
 
@@ -227,11 +228,13 @@ func (b *Backend) specOpts(img containerd.Image, ws string, spec sandbox.Spec) [
 		oci.WithMemoryLimit(mem),
 		withMemorySwap(int64(mem)), // no swap beyond the limit
 		oci.WithPidsLimit(r.Pids),
-		oci.WithNoNewPrivileges,
 		oci.WithCapabilities(caps),
-		// Last: the profile allows syscalls by the capabilities above.
-		seccomp.WithDefaultProfile(),
 	}
+	if !spec.Setuid {
+		opts = append(opts, oci.WithNoNewPrivileges)
+	}
+	// Last: the profile allows syscalls by the capabilities above.
+	opts = append(opts, seccomp.WithDefaultProfile())
 	// Where the host enforces AppArmor, confine sandboxes the way Docker's
 	// docker-default profile does (containerd generates the same template).
 	if apparmor.HostSupports() {

@@ -58,6 +58,18 @@ func TestContainerConfig(t *testing.T) {
 	if hc.NanoCPUs != int64(DefaultResources.CPUs*1e9) || hc.Memory != DefaultResources.MemoryMB<<20 {
 		t.Errorf("zero resources did not take the defaults: %d, %d", hc.NanoCPUs, hc.Memory)
 	}
+	if cfg.Labels[sandbox.LabelSetuid] != "" {
+		t.Errorf("a sandbox without Setuid is labelled %s", sandbox.LabelSetuid)
+	}
+
+	// Setuid drops no-new-privileges and nothing else.
+	cfg, hc = b.containerConfig("abc123abc123", "img:1", sandbox.Spec{Setuid: true})
+	if slices.Contains(hc.SecurityOpt, "no-new-privileges:true") || !slices.Equal(hc.CapDrop, []string{"ALL"}) || slices.Contains(hc.CapAdd, "SYS_ADMIN") {
+		t.Errorf("Setuid: security options %v, caps drop %v add %v; want no no-new-privileges and the same caps", hc.SecurityOpt, hc.CapDrop, hc.CapAdd)
+	}
+	if !sandbox.SetuidOf(sandbox.Info{Labels: cfg.Labels}) {
+		t.Errorf("Setuid is not in the labels %v", cfg.Labels)
+	}
 }
 
 func TestInfoNamingAndState(t *testing.T) {

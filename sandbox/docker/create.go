@@ -91,6 +91,7 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 	maps.Copy(labels, sandbox.LifecycleLabels(spec))
 	maps.Copy(labels, sandbox.ExpiryLabels(spec))
 	maps.Copy(labels, sandbox.ExtLabelsOf(spec))
+	maps.Copy(labels, sandbox.SetuidLabels(spec))
 	env := make([]string, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])
@@ -138,7 +139,7 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 			MemorySwap: r.MemoryMB << 20, // no swap beyond the limit
 			PidsLimit:  &pids,
 		},
-		SecurityOpt: []string{"no-new-privileges:true"},
+		SecurityOpt: securityOpts(spec),
 		CapDrop:     []string{"ALL"},
 		CapAdd:      b.caps,
 		// Brought back after an engine restart, unless stopped on purpose.
@@ -152,4 +153,13 @@ func newID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// securityOpts are the sandbox's security options: no-new-privileges
+// unless the spec lets set-user-ID programs work (Spec.Setuid).
+func securityOpts(spec sandbox.Spec) []string {
+	if spec.Setuid {
+		return nil
+	}
+	return []string{"no-new-privileges:true"}
 }

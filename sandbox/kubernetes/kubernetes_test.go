@@ -169,6 +169,20 @@ func TestPodSpec(t *testing.T) {
 	wantQ(c.Resources.Limits, corev1.ResourceMemory, "512Mi")
 	wantQ(c.Resources.Requests, corev1.ResourceCPU, "250m")
 	wantQ(c.Resources.Requests, corev1.ResourceMemory, "128Mi")
+
+	// Setuid lets the sandbox escalate (sudo) and is remembered; the
+	// capabilities stay the same.
+	info, err = b.Create(bg(t), sandbox.Spec{Tenant: "a", Conversation: "setuid", Image: "py:3", Setuid: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc2 := getPod(t, cs, info.ID).Spec.Containers[0].SecurityContext
+	if sc2.AllowPrivilegeEscalation == nil || !*sc2.AllowPrivilegeEscalation || len(sc2.Capabilities.Add) != len(sc.Capabilities.Add) {
+		t.Errorf("Setuid securityContext = %+v, want escalation allowed and the same capabilities", sc2)
+	}
+	if !sandbox.SetuidOf(info) {
+		t.Errorf("Setuid is not in the sandbox's labels %v", info.Labels)
+	}
 }
 
 // The init container of a network "none" pod takes its links down: then,

@@ -56,6 +56,7 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 	maps.Copy(annotations, sandbox.LifecycleLabels(spec)) // JSON too
 	maps.Copy(annotations, sandbox.ExpiryLabels(spec))
 	maps.Copy(annotations, sandbox.ExtLabelsOf(spec))
+	maps.Copy(annotations, sandbox.SetuidLabels(spec))
 	env := make([]corev1.EnvVar, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
@@ -63,7 +64,7 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 
 	limits, requests := b.resources(spec.Resources)
 	agentDir := path.Dir(AgentPath)
-	no := false
+	no, escalate := false, spec.Setuid
 	grace := terminationGrace
 	runtimeDefault := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	caps := make([]corev1.Capability, 0, len(b.caps))
@@ -105,7 +106,8 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 					{Name: workspaceVolume, MountPath: Workspace},
 				},
 				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: &no,
+					// Spec.Setuid: sudo from an account that is not root.
+					AllowPrivilegeEscalation: &escalate,
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps},
 					SeccompProfile:           runtimeDefault,
 				},
