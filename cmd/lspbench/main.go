@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/sandboxd/sandboxd/bench"
 )
 
 func main() {
@@ -27,7 +29,7 @@ func main() {
 	fresh := flag.Int("fresh", 3, "fresh sandboxes for the first-call figure")
 	edits := flag.Int("edits", 30, "one-line edits per path for the diagnostics-on-write figure")
 	out := flag.String("out", "BENCHMARKS.md", "file whose lsp section is rewritten")
-	image := flag.String("image", envOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image with gopls")
+	image := flag.String("image", bench.EnvOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image with gopls")
 	smoke := flag.Bool("smoke", false, "one call of each kind; check the section renders without rewriting -out")
 	flag.Parse()
 	if *smoke {
@@ -43,11 +45,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lspbench:", err)
 		os.Exit(1)
 	}
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }

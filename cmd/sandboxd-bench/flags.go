@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandboxd/sandboxd/bench"
 )
 
 // Benchmark names, in the order they run and appear in BENCHMARKS.md.
@@ -62,8 +64,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.sandboxdBin, "sandboxd", os.Getenv("SANDBOXD_BIN"), "sandboxd binary (default: built from ./cmd/sandboxd into a temp dir)")
 	fs.StringVar(&o.agentBin, "agent", os.Getenv("SANDBOXD_AGENT_BIN"), "static sandbox-agent binary (default: built from ./cmd/sandbox-agent into a temp dir)")
-	fs.StringVar(&o.image, "image", envOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image (must have cat and sleep)")
-	fs.StringVar(&o.out, "out", envOr("SANDBOXD_BENCH_OUT", "BENCHMARKS.md"), "report file; only the sections of the benchmarks run are replaced")
+	fs.StringVar(&o.image, "image", bench.EnvOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image (must have cat and sleep)")
+	fs.StringVar(&o.out, "out", bench.EnvOr("SANDBOXD_BENCH_OUT", "BENCHMARKS.md"), "report file; only the sections of the benchmarks run are replaced")
 	fs.StringVar(&only, "only", strings.Join(defaultBenches, ","), "benchmarks to run, comma-separated: "+strings.Join(allBenches, ", "))
 	fs.IntVar(&o.creates, "creates", 5, "sandboxes created one by one for the create benchmark")
 	fs.IntVar(&o.reads, "reads", 2000, "timed read tool calls through sandboxd")
@@ -136,10 +138,3 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func (o options) runs(name string) bool { return slices.Contains(o.only, name) }
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}

@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/sandboxd/sandboxd/bench"
 )
 
 func main() {
@@ -32,7 +34,7 @@ func main() {
 	files := flag.Int("files", 50000, "files in the watched tree")
 	checkout := flag.Int("checkout", 5000, "files the git checkout changes")
 	out := flag.String("out", "BENCHMARKS.md", "file whose watch section is rewritten")
-	image := flag.String("image", envOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image with gopls, pyright and git")
+	image := flag.String("image", bench.EnvOr("SANDBOXD_TEST_IMAGE", "sandboxd-sandbox:latest"), "sandbox image with gopls, pyright and git")
 	smoke := flag.Bool("smoke", false, "one edit per language and mode, a 200-file tree, short waits; check the section renders without rewriting -out")
 	flag.Parse()
 	idle := 10 * time.Second
@@ -60,11 +62,4 @@ type opts struct {
 	out      string
 	image    string
 	smoke    bool
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }

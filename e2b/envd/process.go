@@ -225,58 +225,53 @@ func (s *Service) serveProcess(w http.ResponseWriter, r *http.Request, t target,
 		}
 		writeUnary(w, out)
 	case "SendInput":
-		var req sendInputRequest
-		err := readUnary(r, &req)
-		var id string
-		if err == nil {
-			id, err = resolve(ctx, t.c, req.Process)
-		}
-		if err == nil && req.Input != nil {
+		onProcess(w, r, t, func(req *sendInputRequest) *processSelector { return req.Process }, func(req *sendInputRequest, id string) error {
+			if req.Input == nil {
+				return nil
+			}
 			data := req.Input.Stdin
 			if data == nil {
 				data = req.Input.Pty
 			}
-			if len(data) > 0 {
-				err = notFoundProc(t.c.ProcInput(ctx, id, data, false), req.Process)
+			if len(data) == 0 {
+				return nil
 			}
-		}
-		answer(w, err)
+			return t.c.ProcInput(ctx, id, data, false)
+		})
 	case "CloseStdin":
-		var req selectRequest
-		err := readUnary(r, &req)
-		var id string
-		if err == nil {
-			id, err = resolve(ctx, t.c, req.Process)
-		}
-		if err == nil {
-			err = notFoundProc(t.c.ProcInput(ctx, id, nil, true), req.Process)
-		}
-		answer(w, err)
+		onProcess(w, r, t, func(req *selectRequest) *processSelector { return req.Process }, func(_ *selectRequest, id string) error {
+			return t.c.ProcInput(ctx, id, nil, true)
+		})
 	case "SendSignal":
-		var req sendSignalRequest
-		err := readUnary(r, &req)
-		var id string
-		if err == nil {
-			id, err = resolve(ctx, t.c, req.Process)
-		}
-		if err == nil {
-			err = s.signalProcess(ctx, t.c, id, req.Signal)
-		}
-		answer(w, notFoundProc(err, req.Process))
+		onProcess(w, r, t, func(req *sendSignalRequest) *processSelector { return req.Process }, func(req *sendSignalRequest, id string) error {
+			return s.signalProcess(ctx, t.c, id, req.Signal)
+		})
 	case "Update":
-		var req updateRequest
-		err := readUnary(r, &req)
-		var id string
-		if err == nil {
-			id, err = resolve(ctx, t.c, req.Process)
-		}
-		if err == nil && req.Pty != nil && req.Pty.Size != nil {
-			err = notFoundProc(t.c.ProcResize(ctx, id, clamp16(req.Pty.Size.Rows), clamp16(req.Pty.Size.Cols)), req.Process)
-		}
-		answer(w, err)
+		onProcess(w, r, t, func(req *updateRequest) *processSelector { return req.Process }, func(req *updateRequest, id string) error {
+			if req.Pty == nil || req.Pty.Size == nil {
+				return nil
+			}
+			return t.c.ProcResize(ctx, id, clamp16(req.Pty.Size.Rows), clamp16(req.Pty.Size.Cols))
+		})
 	default:
 		writeUnaryError(w, rpcErr(codeUnimplemented, "process.Process/%s is not a method sandboxd serves; it serves Start, Connect, List, SendInput, StreamInput, SendSignal, Update and CloseStdin", method))
 	}
+}
+
+// onProcess serves a unary call on one process: it reads the request,
+// finds the process it names (sel), runs do on its id and answers empty or
+// with the error, worded as envd's for a process that is not there.
+func onProcess[T any](w http.ResponseWriter, r *http.Request, t target, sel func(*T) *processSelector, do func(req *T, id string) error) {
+	var req T
+	err := readUnary(r, &req)
+	var id string
+	if err == nil {
+		id, err = resolve(r.Context(), t.c, sel(&req))
+	}
+	if err == nil {
+		err = do(&req, id)
+	}
+	answer(w, notFoundProc(err, sel(&req)))
 }
 
 // answer ends a unary call with an empty message or err.
