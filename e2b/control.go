@@ -202,6 +202,14 @@ func (h *Handler) own(r *http.Request, tenant string) (sandbox.Info, error) {
 	return info, err
 }
 
+// ownWith decodes r's body into req and finds the sandbox r names, as own.
+func (h *Handler) ownWith(r *http.Request, tenant string, req any) (sandbox.Info, error) {
+	if err := decode(r, req); err != nil {
+		return sandbox.Info{}, err
+	}
+	return h.own(r, tenant)
+}
+
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req newSandbox
 	if err := decode(r, &req); err != nil {

@@ -59,10 +59,7 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, tenant stri
 
 func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req timeoutBody
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	info, err := h.own(r, tenant)
+	info, err := h.ownWith(r, tenant, &req)
 	if err != nil {
 		return err
 	}
@@ -145,10 +142,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, tenant string) 
 
 func (h *Handler) snapshot(w http.ResponseWriter, r *http.Request, tenant string) error {
 	var req timeoutBody
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	info, err := h.own(r, tenant)
+	info, err := h.ownWith(r, tenant, &req)
 	if err != nil {
 		return err
 	}
