@@ -25,19 +25,7 @@ func TestClusterE2BCallAtAnotherReplica(t *testing.T) {
 	rs := replicas(t)
 	call := rs.e2bCall(t)
 	tag := "rep-" + randHex(t, 3)
-	var made struct{ SandboxID, EnvdAccessToken string }
-	if code := call(0, "POST", "/e2b/sandboxes", nil, `{"templateID":"base","timeout":600,"metadata":{"who":"`+tag+`"}}`, &made); code != 201 {
-		t.Fatalf("create at replica 0: %d", code)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for _, cl := range rs.clients {
-			if cl.DeleteSandbox(c, made.SandboxID) == nil {
-				return
-			}
-		}
-	})
+	made := rs.e2bSandbox(t, call, 600, tag)
 	sb, err := rs.clients[0].GetSandbox(ctx(t), made.SandboxID)
 	if err != nil {
 		t.Fatal(err)
@@ -129,17 +117,12 @@ func (rs *replicaSet) e2bCall(t *testing.T) func(replica int, method, path strin
 	}
 }
 
-// When the owner of an E2B sandbox dies, the replica that takes it over
-// (another, or the owner's pod made again: either starts on an empty data
-// dir) opens it with the access token its first owner gave (every replica
-// signs with the peer key), reads its metadata and timeout from the
-// engine, and takes the timeout.
-func TestClusterE2BSandboxOutlivesItsOwner(t *testing.T) {
-	rs := replicas(t)
-	call := rs.e2bCall(t)
-	tag := "rep-" + randHex(t, 3)
-	var made struct{ SandboxID, EnvdAccessToken string }
-	if code := call(0, "POST", "/e2b/sandboxes", nil, `{"templateID":"base","timeout":900,"metadata":{"who":"`+tag+`"}}`, &made); code != 201 {
+// e2bSandbox creates an E2B sandbox at replica 0 with the timeout and
+// the metadata who=tag; the test's end deletes it wherever it is.
+func (rs *replicaSet) e2bSandbox(t *testing.T, call func(int, string, string, map[string]string, string, any) int, timeout int, tag string) (made struct{ SandboxID, EnvdAccessToken string }) {
+	t.Helper()
+	body := fmt.Sprintf(`{"templateID":"base","timeout":%d,"metadata":{"who":%q}}`, timeout, tag)
+	if code := call(0, "POST", "/e2b/sandboxes", nil, body, &made); code != 201 {
 		t.Fatalf("create at replica 0: %d", code)
 	}
 	t.Cleanup(func() {
@@ -151,6 +134,19 @@ func TestClusterE2BSandboxOutlivesItsOwner(t *testing.T) {
 			}
 		}
 	})
+	return made
+}
+
+// When the owner of an E2B sandbox dies, the replica that takes it over
+// (another, or the owner's pod made again: either starts on an empty data
+// dir) opens it with the access token its first owner gave (every replica
+// signs with the peer key), reads its metadata and timeout from the
+// engine, and takes the timeout.
+func TestClusterE2BSandboxOutlivesItsOwner(t *testing.T) {
+	rs := replicas(t)
+	call := rs.e2bCall(t)
+	tag := "rep-" + randHex(t, 3)
+	made := rs.e2bSandbox(t, call, 900, tag)
 	type detail struct {
 		State    string
 		EndAt    time.Time
