@@ -406,9 +406,19 @@ func metricsRange(q url.Values) (func(at time.Time) bool, error) {
 	}
 	return func(at time.Time) bool {
 		s := at.Unix()
-		return (bounds[0] < 0 || s >= bounds[0]) && (bounds[1] < 0 || s <= bounds[1])
+		return (bounds[0] < 0 || s+metricsBucket > bounds[0]) && (bounds[1] < 0 || s <= bounds[1])
 	}, nil
 }
+
+// metricsBucket is the span in seconds one sample stands for. E2B
+// collects every 5 s and stamps a sample with its bucket's start; sandboxd
+// reads its one sample when asked and stamps it the same way, so that a
+// range ending just before the read (the SDK's end is "now", in whole
+// seconds, and a read takes a moment) still holds it.
+const metricsBucket = 5
+
+// bucketOf is the start of the bucket at falls in.
+func bucketOf(at time.Time) time.Time { return at.Truncate(metricsBucket * time.Second) }
 
 // templateAlias answers GET /templates/aliases/{alias} (the SDK's
 // Template.exists): the templates are the operator's (e2b.templates),

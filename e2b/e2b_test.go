@@ -421,10 +421,14 @@ func TestListFiltersAndPages(t *testing.T) {
 }
 
 func TestMetricsRange(t *testing.T) {
-	at := time.Unix(1000, 400_000_000)
+	// A sample read at 1003.4 stands for the bucket 1000 to 1005.
+	at := bucketOf(time.Unix(1003, 400_000_000))
+	if at.Unix() != 1000 {
+		t.Fatalf("bucket of 1003.4 s starts at %d, want 1000", at.Unix())
+	}
 	for q, want := range map[string]bool{
-		"": true, "start=1000": true, "end=1000": true, "start=999&end=1001": true,
-		"start=1001": false, "end=999": false, "start=0&end=10": false,
+		"": true, "start=1000": true, "end=1000": true, "start=999&end=1001": true, "start=1004": true,
+		"start=1005": false, "end=999": false, "start=0&end=10": false,
 	} {
 		v, _ := url.ParseQuery(q)
 		within, err := metricsRange(v)

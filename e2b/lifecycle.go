@@ -300,8 +300,8 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, tenant string)
 	}
 	out := []metricOut{}
 	st, err := h.cfg.Sandboxes.Stats(r.Context(), tenant, info.ID)
-	if err == nil && !st.ReadAt.IsZero() && within(st.ReadAt) {
-		out = append(out, metricOut{Timestamp: st.ReadAt.UTC(), TimestampUnix: st.ReadAt.Unix(), CPUUsedPct: st.CPUPercent,
+	if at := bucketOf(st.ReadAt); err == nil && !st.ReadAt.IsZero() && within(at) {
+		out = append(out, metricOut{Timestamp: at.UTC(), TimestampUnix: at.Unix(), CPUUsedPct: st.CPUPercent,
 			MemUsed: st.MemoryBytes, MemTotal: st.MemoryLimitBytes})
 	}
 	writeJSON(w, http.StatusOK, out)
