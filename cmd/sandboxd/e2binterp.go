@@ -18,6 +18,6 @@ func (lv *leaves) e2bPorts() map[int]e2b.PortHandler {
 		}
 	}
 	return map[int]e2b.PortHandler{
-		e2b.CodeInterpreterPort: interp.New(lv.mgr, kernels, interp.WithLogger(lv.log.With("component", "e2b-interp"))),
+		e2b.CodeInterpreterPort: interp.New(lv.mgr, kernels, interp.WithUser(lv.cfg.E2B.User), interp.WithLogger(lv.log.With("component", "e2b-interp"))),
 	}
 }

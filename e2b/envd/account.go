@@ -123,6 +123,13 @@ type cachedAccount struct {
 // requests as root before its /etc/passwd is read again.
 const fallbackFor = 10 * time.Second
 
+// LookupHome is the home directory of account name (or a numeric uid) in
+// the text of a sandbox's /etc/passwd; ok is false when it has none.
+func LookupHome(passwd []byte, name string) (home string, ok bool) {
+	a, ok := lookupPasswd(passwd, name)
+	return a.home, ok
+}
+
 // lookupPasswd finds name (or a numeric uid) in the text of /etc/passwd.
 func lookupPasswd(passwd []byte, name string) (account, bool) {
 	for line := range bytes.Lines(passwd) {

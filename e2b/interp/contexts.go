@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/sandboxd/sandboxd/agent/proto"
+	"github.com/sandboxd/sandboxd/e2b/envd"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
 
@@ -50,7 +51,31 @@ func language(name string) (string, error) {
 
 // defaultContext is the default context of lang in sb.
 func defaultContext(sb *box, lang string) ctxRecord {
-	return ctxRecord{id: lang, lang: lang, cwd: workspace(sb)}
+	return ctxRecord{id: lang, lang: lang, cwd: sb.dir}
+}
+
+// defaultDir is where sb's default contexts start, and a made context
+// without a cwd: the home of the E2B account where the sandbox has it
+// (E2B's /home/user, where the files API takes relative paths from), else
+// the workspace. Found once per sandbox.
+func (s *Server) defaultDir(ctx context.Context, sb *box) string {
+	b := s.contexts(sb)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dir != "" {
+		return b.dir
+	}
+	f, err := sb.agent.ReadFile(ctx, &proto.ReadFileRequest{Root: "/", Path: "/etc/passwd", MaxBytes: 1 << 20})
+	if err != nil {
+		return workspace(sb) // not kept: the next call looks again
+	}
+	b.dir = workspace(sb)
+	if home, ok := envd.LookupHome(f.Data, s.cfg.user); ok && home != "/" {
+		if st, err := sb.agent.Stat(ctx, &proto.StatRequest{Root: "/", Path: home}); err == nil && st.IsDir {
+			b.dir = home
+		}
+	}
+	return b.dir
 }
 
 func workspace(sb *box) string {
@@ -148,7 +173,7 @@ func (s *Server) createContext(w http.ResponseWriter, r *http.Request, sb *box) 
 	}
 	cwd := req.Cwd
 	if cwd == "" {
-		cwd = workspace(sb)
+		cwd = sb.dir
 	}
 	if !path.IsAbs(cwd) {
 		s.fail(w, errdefs.InvalidArgument("cwd %q is not an absolute path; give the context's folder as an absolute path in the sandbox, such as %s", cwd, workspace(sb)))

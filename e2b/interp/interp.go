@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/e2b/envd"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools/eval"
@@ -79,6 +80,7 @@ type config struct {
 	writeTimeout time.Duration
 	keepalive    time.Duration
 	opTimeout    time.Duration
+	user         string // the E2B account (WithUser)
 }
 
 // Option configures a Server.
@@ -99,6 +101,11 @@ func WithMaxContexts(n int) Option {
 // which interrupts the cell.
 func WithBudget(d time.Duration) Option { return func(s *Server) { s.cfg.budget = d } }
 
+// WithUser names the E2B account whose home the default contexts start in
+// ("" is E2B's "user"), as E2B's code interpreter runs in /home/user, so
+// that a cell's relative paths are the files API's (package e2b/envd).
+func WithUser(name string) Option { return func(s *Server) { s.cfg.user = name } }
+
 // WithLogger logs what goes wrong beside the answers.
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
@@ -112,6 +119,9 @@ func New(sbx Sandboxes, kernels Kernels, opts ...Option) *Server {
 		cfg: config{maxContexts: 16, maxBody: 16 << 20, writeTimeout: 30 * time.Second, keepalive: 2 * time.Second, opTimeout: time.Minute}}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.cfg.user == "" {
+		s.cfg.user = envd.DefaultUser
 	}
 	s.reg = newRegistry(maxTrackedSandboxes)
 	return s
@@ -178,6 +188,8 @@ type box struct {
 	tenant string
 	info   sandbox.Info
 	agent  *agent.Client
+	// dir is where a default context's kernel starts (defaultDir).
+	dir string
 }
 
 // withSandbox finds the sandbox and its agent, then runs h.
@@ -198,7 +210,9 @@ func (s *Server) withSandbox(w http.ResponseWriter, r *http.Request, tenant, id 
 		s.fail(w, err)
 		return
 	}
-	h(w, r, &box{tenant: tenant, info: info, agent: c})
+	sb := &box{tenant: tenant, info: info, agent: c}
+	sb.dir = s.defaultDir(ctx, sb)
+	h(w, r, sb)
 }
 
 // target is the kernel of a context: the conversation's own for a default
@@ -274,11 +288,12 @@ const maxTrackedSandboxes = 4096
 type boxContexts struct {
 	used uint64 // guarded by registry.mu
 
-	// mu guards ctxs and loaded, and serializes changes to one sandbox's
+	// mu guards ctxs, loaded and dir, and serializes changes to one sandbox's
 	// contexts (create, delete).
 	mu     sync.Mutex
 	ctxs   map[string]ctxRecord
 	loaded bool
+	dir    string // defaultDir's answer, once found
 }
 
 func newRegistry(max int) *registry { return &registry{max: max, boxes: map[string]*boxContexts{}} }

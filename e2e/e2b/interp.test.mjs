@@ -109,3 +109,12 @@ test('contexts keep their own variables, restart and go away', async () => {
   assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === ctx.id))
   await assert.rejects(sbx.runCode('1', { context: ctx }), (e) => e.name === 'NotFoundError')
 })
+
+test('a cell works in E2B\'s home: a file it writes is the files API\'s by the same relative path', async () => {
+  const exec = await sbx.runCode('import os\nopen("from_cell.csv", "w").write("a,b\\n1,2\\n")\nos.getcwd()')
+  assert.equal(exec.error, undefined)
+  assert.equal(exec.text, '/home/user')
+  assert.equal(await sbx.files.read('from_cell.csv'), 'a,b\n1,2\n')
+  await sbx.files.write('for_cell.txt', 'written through files')
+  assert.equal((await sbx.runCode('open("for_cell.txt").read()')).text, 'written through files')
+})
