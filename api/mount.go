@@ -66,21 +66,36 @@ func (s *Server) mountedHost(r *http.Request) bool {
 	return s.mount != nil && s.mountOwns != nil && s.mountOwns(r)
 }
 
+// PortOptions say how ServePort passes a request on.
+type PortOptions struct {
+	// Prefix is taken off the path ("" for none).
+	Prefix string
+	// Host, when set, is the Host header the app gets, from the sandbox
+	// (its labels); "" keeps the proxy's localhost:{port}.
+	Host func(info sandbox.Info) string
+	// Fail writes what fails once the proxy has the request, in the
+	// caller's own API's shape.
+	Fail func(w http.ResponseWriter, status int, code, msg string)
+}
+
 // ServePort passes r to port inside the tenant's sandbox id through its
-// agent (the port proxy of /v1/sandboxes/{id}/ports/{port}/), with prefix
-// taken off the path. What fails before the app answers is returned, or,
-// once the proxy has the request, written by fail, in the caller's own
-// API's shape.
-func (s *Server) ServePort(w http.ResponseWriter, r *http.Request, tenant, id string, port int, prefix string,
-	fail func(w http.ResponseWriter, status int, code, msg string)) error {
+// agent (the port proxy of /v1/sandboxes/{id}/ports/{port}/). What fails
+// before the app answers is returned, or, once the proxy has the request,
+// written by o.Fail.
+func (s *Server) ServePort(w http.ResponseWriter, r *http.Request, tenant, id string, port int, o PortOptions) error {
 	_, info, err := s.pipe(r.Context(), tenant, id)
 	if err != nil {
 		return err
 	}
+	prefix := o.Prefix
 	if !strings.HasPrefix(r.URL.Path, prefix) {
 		prefix = ""
 	}
-	s.forwardWith(w, r, info, port, prefix, fail)
+	var host string
+	if o.Host != nil {
+		host = o.Host(info)
+	}
+	s.forwardWith(w, r, info, port, prefix, host, o.Fail)
 	return nil
 }
 

@@ -71,19 +71,19 @@ func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request, tenant string
 // longer under the API's pace: an upload or a WebSocket lasts as long as
 // the app in the sandbox lets it.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, info sandbox.Info, port int, prefix string) {
-	s.forwardWith(w, r, info, port, prefix, func(w http.ResponseWriter, status int, code, msg string) {
+	s.forwardWith(w, r, info, port, prefix, "", func(w http.ResponseWriter, status int, code, msg string) {
 		writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
 	})
 }
 
 // forwardWith is forward with the proxy's errors written by fail.
-func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, info sandbox.Info, port int, prefix string,
+func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, info sandbox.Info, port int, prefix, host string,
 	fail func(w http.ResponseWriter, status int, code, msg string)) {
 	if p, ok := r.Body.(*pacedBody); ok {
 		r.Body = p.ReadCloser
 	}
 	http.NewResponseController(w).SetReadDeadline(time.Time{})
-	s.proxy().Serve(w, r, ports.Target{Sandbox: info.ID, Port: port, StripPrefix: prefix, Mount: prefix,
+	s.proxy().Serve(w, r, ports.Target{Sandbox: info.ID, Port: port, StripPrefix: prefix, Mount: prefix, Host: host,
 		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			// The pipe of the moment: a connection dialed after the pipe
 			// reopened goes through the new one.

@@ -229,6 +229,12 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 	}
 	f := fixed{Template: req.TemplateID, Metadata: req.Metadata,
 		AutoPause: req.AutoPause != nil && *req.AutoPause, KeepMemory: req.AutoPauseMemory == nil || *req.AutoPauseMemory}
+	if n := req.Network; n != nil {
+		if err := checkMaskHost(n.MaskRequestHost); err != nil {
+			return err
+		}
+		f.Public, f.MaskHost = n.AllowPublicTraffic, n.MaskRequestHost
+	}
 	labels, err := f.label()
 	if err != nil {
 		return err
@@ -248,8 +254,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 		switch {
 		case len(n.EgressProxy) > 0 && string(n.EgressProxy) != "null":
 			return errdefs.InvalidArgument("network.egressProxy is not served by sandboxd; its egress goes through its own proxy (network allowOut and denyOut)")
-		case len(n.Rules) > 0 && string(n.Rules) != "null", n.MaskRequestHost != "":
-			return errdefs.InvalidArgument("network rules and maskRequestHost are not served by sandboxd; give allowOut and denyOut only")
+		case len(n.Rules) > 0 && string(n.Rules) != "null":
+			return errdefs.InvalidArgument("network rules (header transforms) are not served by sandboxd; give allowOut and denyOut, and put credentials in sandboxd's egress secrets (the operator's config)")
 		case len(n.AllowOut) > 0 || len(n.DenyOut) > 0:
 			cr.Network = sandbox.NetworkProxy
 			cr.Egress = &api.EgressRules{Allow: n.AllowOut, Deny: n.DenyOut}
@@ -458,9 +464,16 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, tenant string) err
 		return err
 	}
 	d := h.detail(tenant, info)
+	rec := h.recordOf(info)
+	if rec.Public != nil || rec.MaskHost != "" {
+		d.Network = &networkConfig{AllowPublicTraffic: rec.Public, MaskRequestHost: rec.MaskHost}
+	}
 	if sandbox.NetworkOf(info) == sandbox.NetworkProxy && h.cfg.Host != nil {
 		if st, err := h.cfg.Host.Network(r.Context(), tenant, info.ID); err == nil {
-			d.Network = &networkConfig{AllowOut: st.Allow, DenyOut: st.Deny}
+			if d.Network == nil {
+				d.Network = &networkConfig{}
+			}
+			d.Network.AllowOut, d.Network.DenyOut = st.Allow, st.Deny
 		}
 	}
 	writeJSON(w, http.StatusOK, d)
@@ -476,5 +489,19 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, tenant string) er
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// maxMaskHost caps network.maskRequestHost.
+const maxMaskHost = 300
+
+// checkMaskHost refuses a maskRequestHost that cannot be a Host header.
+func checkMaskHost(m string) error {
+	if m == "" {
+		return nil
+	}
+	if len(m) > maxMaskHost || strings.ContainsAny(m, " \t\r\n/\\@") {
+		return errdefs.InvalidArgument("network.maskRequestHost %.60q is not a host name (with ${PORT} for the port, as custom-host.example.com:${PORT}); give a host of at most %d characters", m, maxMaskHost)
+	}
 	return nil
 }

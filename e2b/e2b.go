@@ -46,8 +46,7 @@ type PortHandler interface {
 // policy.
 type Host interface {
 	CreateSandbox(ctx context.Context, tenant string, req api.CreateSandboxRequest) (sandbox.Info, error)
-	ServePort(w http.ResponseWriter, r *http.Request, tenant, id string, port int, prefix string,
-		fail func(w http.ResponseWriter, status int, code, msg string)) error
+	ServePort(w http.ResponseWriter, r *http.Request, tenant, id string, port int, o api.PortOptions) error
 	Network(ctx context.Context, tenant, id string) (gateway.Status, error)
 	SetNetwork(ctx context.Context, tenant, id string, p gateway.Policy) (gateway.Status, error)
 }
@@ -407,14 +406,24 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, id string
 		r.URL.RawQuery = signedQuery(r.URL.Query())
 	}
 	if tenant == "" {
-		if needToken || port == EnvdPort || h.cfg.Ports[port] != nil || !h.cfg.PublicPorts {
+		if needToken || port == EnvdPort || h.cfg.Ports[port] != nil {
 			writeError(w, http.StatusUnauthorized, "a request to sandbox "+id+" needs its access token in X-Access-Token (or E2b-Traffic-Access-Token): the envdAccessToken its create or connect answered")
 			return
 		}
-		// A public port: the sandbox says whose it is.
+		// A port of the sandbox's own: the sandbox says whose it is, and
+		// whether its ports are public (network.allowPublicTraffic).
 		info, err := h.cfg.Sandboxes.Find(r.Context(), id)
 		if err != nil {
 			writeError(w, http.StatusBadGateway, "sandbox "+id+" is not running: it was killed or its timeout ended")
+			return
+		}
+		public := h.cfg.PublicPorts
+		if p := h.recordOf(info).Public; p != nil {
+			public = *p
+		}
+		if !public {
+			// E2B's answer to traffic without its token.
+			writeError(w, http.StatusForbidden, "a request to port "+strconv.Itoa(port)+" of sandbox "+id+" needs its traffic access token in E2b-Traffic-Access-Token (the trafficAccessToken its create answered): its ports are not public")
 			return
 		}
 		tenant = info.Tenant
@@ -438,7 +447,10 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, id string
 		writeError(w, http.StatusBadGateway, "the code interpreter (port 49999) is not served by this sandboxd; use commands.run, or ask the operator for a sandboxd that serves @e2b/code-interpreter")
 	default:
 		fail := func(w http.ResponseWriter, status int, _, msg string) { writeError(w, status, msg) }
-		if err := h.cfg.Host.ServePort(w, r, tenant, id, port, prefix, fail); err != nil {
+		mask := func(info sandbox.Info) string {
+			return strings.ReplaceAll(h.recordOf(info).MaskHost, "${PORT}", strconv.Itoa(port))
+		}
+		if err := h.cfg.Host.ServePort(w, r, tenant, id, port, api.PortOptions{Prefix: prefix, Host: mask, Fail: fail}); err != nil {
 			status := statusOf(err)
 			if status == http.StatusNotFound {
 				status = http.StatusBadGateway

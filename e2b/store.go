@@ -41,6 +41,13 @@ type fixed struct {
 	AutoPause bool              `json:"auto_pause,omitempty"`
 	// KeepMemory false makes the timeout's pause a hibernation.
 	KeepMemory bool `json:"keep_memory,omitempty"`
+	// Public is network.allowPublicTraffic: whether a request to one of
+	// the sandbox's ports needs its traffic token; nil takes
+	// e2b.public_ports.
+	Public *bool `json:"public,omitempty"`
+	// MaskHost is network.maskRequestHost: the Host such a request
+	// reaches the sandbox's server with (${PORT} is the port).
+	MaskHost string `json:"mask_host,omitempty"`
 }
 
 // then is the expiry step of f's timeout.
@@ -74,6 +81,9 @@ type record struct {
 	// KeepMemory false makes the timeout's pause a hibernation.
 	KeepMemory bool      `json:"keep_memory,omitempty"`
 	Created    time.Time `json:"created"`
+	// Public and MaskHost are fixed's (never in the old file).
+	Public   *bool  `json:"-"`
+	MaskHost string `json:"-"`
 }
 
 // recordOf is what E2B knows of info: its label and expiry, or, for a
@@ -83,6 +93,7 @@ func (h *Handler) recordOf(info sandbox.Info) record {
 	var f fixed
 	if raw, ok := info.Labels[labelE2B]; ok && json.Unmarshal([]byte(raw), &f) == nil {
 		rec.Template, rec.Metadata, rec.AutoPause, rec.KeepMemory = f.Template, f.Metadata, f.AutoPause, f.KeepMemory
+		rec.Public, rec.MaskHost = f.Public, f.MaskHost
 	} else if old, ok := h.legacy[info.ID]; ok && old.Tenant == info.Tenant {
 		rec.Template, rec.Metadata, rec.AutoPause, rec.KeepMemory = old.Template, old.Metadata, old.AutoPause, old.KeepMemory
 	}
@@ -93,7 +104,7 @@ func (h *Handler) recordOf(info sandbox.Info) record {
 }
 
 func (r record) fixed() fixed {
-	return fixed{Template: r.Template, Metadata: r.Metadata, AutoPause: r.AutoPause, KeepMemory: r.KeepMemory}
+	return fixed{Template: r.Template, Metadata: r.Metadata, AutoPause: r.AutoPause, KeepMemory: r.KeepMemory, Public: r.Public, MaskHost: r.MaskHost}
 }
 
 // Where the records of a sandboxd from before were kept, and where they

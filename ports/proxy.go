@@ -33,6 +33,8 @@ type Target struct {
 	Mount string
 	// Fail writes an error response in the API's shape.
 	Fail func(w http.ResponseWriter, status int, code, msg string)
+	// Host is the Host header the app gets; "" is localhost:{Port}.
+	Host string
 }
 
 // ErrNothingListens is a dial refused on both loopback addresses.
@@ -182,6 +184,9 @@ func rewrite(pr *httputil.ProxyRequest) {
 	// Development servers accept "localhost" as their host; the name the
 	// browser used is in X-Forwarded-Host.
 	out.Host = "localhost:" + strconv.Itoa(t.Port)
+	if t.Host != "" {
+		out.Host = t.Host
+	}
 	pr.SetXForwarded()
 	// The tenant's token and sandboxd's own headers are not the app's.
 	out.Header.Del("Authorization")

@@ -134,5 +134,38 @@ test('getHost reaches a server in the sandbox', { skip: !process.env.E2B_DOMAIN 
     return r.status === 200 && r
   })
   assert.equal(page.body, 'served from the sandbox')
-  assert.equal((await get({})).status, 401)
+  // Without the token: 403, as E2B answers traffic to a sandbox whose ports are not public.
+  assert.equal((await get({})).status, 403)
+})
+
+test('network: allowPublicTraffic opens the ports without a token; maskRequestHost is the Host the server sees', { skip: !process.env.E2B_DOMAIN && 'set E2B_DOMAIN to sandboxd\'s e2b.domain' }, async (t) => {
+  const sbx = await newSandbox(t, { network: { allowPublicTraffic: true, maskRequestHost: 'custom-host.example.com:${PORT}' } })
+  const server = [
+    'import http.server',
+    'class H(http.server.BaseHTTPRequestHandler):',
+    '    def do_GET(self):',
+    '        body = self.headers.get("Host", "").encode()',
+    '        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)',
+    '    def log_message(self, *a): pass',
+    'http.server.HTTPServer(("127.0.0.1", 8081), H).serve_forever()',
+  ].join('\n')
+  await sbx.files.write('host_echo.py', server)
+  await sbx.commands.run('exec python3 host_echo.py', { background: true, timeoutMs: 0 })
+  const api = new URL(process.env.E2B_API_URL)
+  const get = () => new Promise((resolve, reject) => {
+    http.get({ host: api.hostname, port: api.port, path: '/', headers: { Host: sbx.getHost(8081) } }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (d) => { body += d })
+      res.on('end', () => resolve({ status: res.statusCode, body }))
+    }).on('error', reject)
+  })
+  const r = await waitFor('the server to answer without a token', 20_000, async () => {
+    const r = await get()
+    return r.status === 200 && r
+  })
+  assert.equal(r.body, 'custom-host.example.com:8081')
+  const info = await sbx.getInfo()
+  assert.equal(info.network?.allowPublicTraffic, true)
+  assert.equal(info.network?.maskRequestHost, 'custom-host.example.com:${PORT}')
 })
