@@ -47,8 +47,8 @@ func (s *Server) CreateSandbox(ctx context.Context, tenant string, req CreateSan
 	if spec.Snapshot != "" && req.Image != "" {
 		return sandbox.Info{}, errdefs.InvalidArgument("give an image or a snapshot, not both: a sandbox made from a snapshot runs the snapshot's image")
 	}
-	if req.Egress != nil || len(req.Secrets) > 0 {
-		spec.Egress = &sandbox.EgressSpec{Secrets: req.Secrets}
+	if req.Egress != nil || len(req.Secrets) > 0 || len(req.EgressHeaders) > 0 {
+		spec.Egress = &sandbox.EgressSpec{Secrets: req.Secrets, Headers: req.EgressHeaders}
 		if req.Egress != nil {
 			spec.Egress.Allow, spec.Egress.Deny = req.Egress.Allow, req.Egress.Deny
 		}

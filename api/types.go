@@ -38,6 +38,9 @@ type CreateSandboxRequest struct {
 	Labels map[string]string `json:"-"`
 	// Setuid is sandbox.Spec's: an E2B sandbox's account may use sudo.
 	Setuid bool `json:"-"`
+	// EgressHeaders are a "proxy" sandbox's own headers
+	// (sandbox.EgressSpec.Headers): E2B's network rules.
+	EgressHeaders []sandbox.EgressHeader `json:"-"`
 }
 
 // EgressRules are allow and deny lists: host names with "*." wildcards and

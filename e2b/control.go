@@ -254,11 +254,15 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenant string) 
 		switch {
 		case len(n.EgressProxy) > 0 && string(n.EgressProxy) != "null":
 			return errdefs.InvalidArgument("network.egressProxy is not served by sandboxd; its egress goes through its own proxy (network allowOut and denyOut)")
-		case len(n.Rules) > 0 && string(n.Rules) != "null":
-			return errdefs.InvalidArgument("network rules (header transforms) are not served by sandboxd; give allowOut and denyOut, and put credentials in sandboxd's egress secrets (the operator's config)")
-		case len(n.AllowOut) > 0 || len(n.DenyOut) > 0:
+		}
+		hs, err := rulesOf(n.Rules)
+		if err != nil {
+			return err
+		}
+		if len(n.AllowOut) > 0 || len(n.DenyOut) > 0 || len(hs) > 0 {
 			cr.Network = sandbox.NetworkProxy
 			cr.Egress = &api.EgressRules{Allow: n.AllowOut, Deny: n.DenyOut}
+			cr.EgressHeaders = hs
 		}
 	}
 	if req.AllowInternet != nil && !*req.AllowInternet {
@@ -504,4 +508,44 @@ func checkMaskHost(m string) error {
 		return errdefs.InvalidArgument("network.maskRequestHost %.60q is not a host name (with ${PORT} for the port, as custom-host.example.com:${PORT}); give a host of at most %d characters", m, maxMaskHost)
 	}
 	return nil
+}
+
+// rulesOf reads E2B's network rules, {host: [{transform: {headers}}]}:
+// the headers sandboxd's egress proxy adds to the sandbox's requests to
+// each host. A rule with anything else is refused with a sentence.
+func rulesOf(raw json.RawMessage) ([]sandbox.EgressHeader, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var rules map[string][]map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &rules); err != nil {
+		return nil, errdefs.InvalidArgument("network.rules is not {host: [{transform: {headers: {name: value}}}]}: %v", err)
+	}
+	var out []sandbox.EgressHeader
+	for _, host := range slices.Sorted(maps.Keys(rules)) {
+		for _, rule := range rules[host] {
+			for k, v := range rule {
+				if k != "transform" {
+					return nil, errdefs.InvalidArgument("network.rules[%q] has %q; sandboxd serves rules with a transform of headers only", host, k)
+				}
+				var t map[string]json.RawMessage
+				if err := json.Unmarshal(v, &t); err != nil {
+					return nil, errdefs.InvalidArgument("network.rules[%q].transform is not an object: %v", host, err)
+				}
+				for tk, tv := range t {
+					if tk != "headers" {
+						return nil, errdefs.InvalidArgument("network.rules[%q].transform has %q; sandboxd's egress proxy adds headers only", host, tk)
+					}
+					var hs map[string]string
+					if err := json.Unmarshal(tv, &hs); err != nil {
+						return nil, errdefs.InvalidArgument("network.rules[%q].transform.headers is not {name: value} of strings: %v", host, err)
+					}
+					for _, name := range slices.Sorted(maps.Keys(hs)) {
+						out = append(out, sandbox.EgressHeader{Host: host, Name: name, Value: hs[name]})
+					}
+				}
+			}
+		}
+	}
+	return out, nil
 }

@@ -466,3 +466,24 @@ func TestTemplateAliasAnswersConfiguredTemplates(t *testing.T) {
 		t.Errorf("nope: %d %s", rec.Code, rec.Body)
 	}
 }
+
+func TestNetworkRulesAreHeaders(t *testing.T) {
+	hs, err := rulesOf(json.RawMessage(`{"b.test":[{"transform":{"headers":{"X-B":"2","X-A":"1"}}},{}],"a.test":[{"transform":{"headers":{"X-C":"3"}}}]}`))
+	want := []sandbox.EgressHeader{{Host: "a.test", Name: "X-C", Value: "3"}, {Host: "b.test", Name: "X-A", Value: "1"}, {Host: "b.test", Name: "X-B", Value: "2"}}
+	if err != nil || !slices.Equal(hs, want) {
+		t.Fatalf("rulesOf = %v %v, want %v", hs, err, want)
+	}
+	if hs, err := rulesOf(nil); hs != nil || err != nil {
+		t.Errorf("no rules: %v %v", hs, err)
+	}
+	for raw, wantErr := range map[string]string{
+		`{"a.test":[{"match":{}}]}`:                      `has "match"`,
+		`{"a.test":[{"transform":{"body":"x"}}]}`:        `has "body"`,
+		`{"a.test":[{"transform":{"headers":{"X":1}}}]}`: "of strings",
+		`["a.test"]`: "is not {host:",
+	} {
+		if _, err := rulesOf(json.RawMessage(raw)); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%s: %v, want %q", raw, err, wantErr)
+		}
+	}
+}

@@ -268,14 +268,19 @@ func (h *Handler) network(w http.ResponseWriter, r *http.Request, tenant string)
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if (len(req.EgressProxy) > 0 && string(req.EgressProxy) != "null") || (len(req.Rules) > 0 && string(req.Rules) != "null") {
-		return errdefs.InvalidArgument("network egressProxy and rules are not served by sandboxd; give allowOut and denyOut only")
+	if len(req.EgressProxy) > 0 && string(req.EgressProxy) != "null" {
+		return errdefs.InvalidArgument("network.egressProxy is not served by sandboxd; its egress goes through its own proxy (network allowOut and denyOut)")
+	}
+	hs, err := rulesOf(req.Rules)
+	if err != nil {
+		return err
 	}
 	info, err := h.own(r, tenant)
 	if err != nil {
 		return err
 	}
-	p := gateway.Policy{Allow: req.AllowOut, Deny: req.DenyOut}
+	// As E2B's update, what is left out is cleared: no rules, no headers.
+	p := gateway.Policy{Allow: req.AllowOut, Deny: req.DenyOut, Headers: &hs}
 	if req.AllowInternet != nil && !*req.AllowInternet {
 		p = gateway.Policy{Allow: []string{}, Deny: []string{"*", "0.0.0.0/0", "::/0"}}
 	}

@@ -146,6 +146,10 @@ func TestEgressProxy(t *testing.T) {
 		}
 	})
 
+	t.Run("E2B network rules add headers on the way out", func(t *testing.T) {
+		e2bEgressRules(t, w)
+	})
+
 	t.Run("pip", func(t *testing.T) {
 		code, out := sh("pip install --user --break-system-packages --no-cache-dir --index-url " + w.pypi.IndexURL() + " sbxdemo && " +
 			`python3 -c 'import sbxdemo; print(sbxdemo.greet("world"))'`)

@@ -24,6 +24,19 @@ type EgressSpec struct {
 	// Open says the sandbox set no allow list of its own, so its tenant's
 	// policy applies as it is (Allow is then empty).
 	Open bool `json:"open,omitempty"`
+	// Headers are set on the sandbox's requests to their hosts, with
+	// values of its own (E2B's network rules); they are kept in this
+	// label, so a credential that must not be readable on the host belongs
+	// in a tenant's secret instead.
+	Headers []EgressHeader `json:"headers,omitempty"`
+}
+
+// EgressHeader is a header set on a proxy sandbox's requests to Host (a
+// host rule, as allow's: example.com, *.example.com, example.com:443).
+type EgressHeader struct {
+	Host  string `json:"host"`
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // NetworkLabels are the labels a backend stamps for spec's network: the

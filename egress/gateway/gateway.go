@@ -56,9 +56,10 @@ type Gateway struct {
 type box struct {
 	info    sandbox.Info
 	tenant  *tenantConf
-	spec    sandbox.EgressSpec // what creation asked for
-	own     layer              // the sandbox's layer now (creation's or the last PUT's)
-	secrets []string           // the secrets it may use that its tenant has
+	spec    sandbox.EgressSpec     // what creation asked for
+	own     layer                  // the sandbox's layer now (creation's or the last PUT's)
+	secrets []string               // the secrets it may use that its tenant has
+	headers []sandbox.EgressHeader // its own headers now (creation's or the last PUT's)
 	gate    *egress.Gate
 	proxy   string    // the proxy's URL inside the sandbox, once its agent said
 	pipes   int       // agent pipes serving it now
@@ -196,20 +197,24 @@ func (g *Gateway) boxFor(info sandbox.Info) *box {
 		b.own = layer{named: true} // the zero Policy: nothing
 	} else {
 		b.spec = spec
-		if b.own, err = g.ownLayer(info, spec); err != nil {
+		if b.own, b.headers, err = g.ownLayer(info, spec); err != nil {
 			g.log.Error("a proxy sandbox's egress rules do not parse; it may reach nothing", "sandbox", info.ID, "err", err)
-			b.own = layer{named: true}
+			b.own, b.headers = layer{named: true}, nil
 		}
 	}
-	var secrets []egress.Secret
 	for _, name := range spec.Secrets {
-		if s, ok := b.tenant.secrets[name]; ok {
-			secrets = append(secrets, s)
+		if _, ok := b.tenant.secrets[name]; ok {
 			b.secrets = append(b.secrets, name)
 		} else {
 			g.log.Warn("a proxy sandbox names a secret its tenant no longer has; it is not sent", "sandbox", info.ID, "secret", name)
 		}
 	}
+	secrets := b.named()
+	hs, err := headerSecrets(b.headers)
+	if err != nil {
+		g.log.Error("a proxy sandbox's own headers do not parse; they are not sent", "sandbox", info.ID, "err", err)
+	}
+	secrets = append(secrets, hs...)
 	b.gate = g.proxy.Gate(egress.Identity{Tenant: info.Tenant, Sandbox: info.ID, Conversation: info.Conversation}, g.effective(b.tenant, b.own), secrets)
 	g.boxes[info.ID] = b
 	return b
@@ -250,11 +255,15 @@ func (g *Gateway) effective(t *tenantConf, own layer) egress.Effective {
 type change struct {
 	Allow []string `json:"allow"`
 	Deny  []string `json:"deny"`
+	// Headers are the sandbox's own headers since the change; nil (a
+	// change kept before they could change) keeps creation's.
+	Headers *[]sandbox.EgressHeader `json:"headers,omitempty"`
 }
 
-// ownLayer is the sandbox's layer: the last change kept for it (on the
-// sandbox, else in the data dir), else what creation asked for.
-func (g *Gateway) ownLayer(info sandbox.Info, spec sandbox.EgressSpec) (layer, error) {
+// ownLayer is the sandbox's layer and own headers: the last change kept
+// for it (on the sandbox, else in the data dir), else what creation asked
+// for.
+func (g *Gateway) ownLayer(info sandbox.Info, spec sandbox.EgressSpec) (layer, []sandbox.EgressHeader, error) {
 	var b []byte
 	var err error
 	where := "the sandbox's label " + sandbox.LabelEgressChange
@@ -264,7 +273,8 @@ func (g *Gateway) ownLayer(info sandbox.Info, spec sandbox.EgressSpec) (layer, e
 		where = g.changePath(info.ID)
 		b, err = os.ReadFile(where)
 		if errors.Is(err, os.ErrNotExist) {
-			return parseLayer(spec.Allow, spec.Deny)
+			l, err := parseLayer(spec.Allow, spec.Deny)
+			return l, spec.Headers, err
 		}
 	}
 	var c change
@@ -272,9 +282,14 @@ func (g *Gateway) ownLayer(info sandbox.Info, spec sandbox.EgressSpec) (layer, e
 		err = json.Unmarshal(b, &c)
 	}
 	if err != nil {
-		return layer{}, fmt.Errorf("the kept policy change (%s) cannot be read (%v)", where, err)
+		return layer{}, nil, fmt.Errorf("the kept policy change (%s) cannot be read (%v)", where, err)
 	}
-	return parseLayer(c.Allow, c.Deny)
+	headers := spec.Headers
+	if c.Headers != nil {
+		headers = *c.Headers
+	}
+	l, err := parseLayer(c.Allow, c.Deny)
+	return l, headers, err
 }
 
 func (g *Gateway) changePath(id string) string {

@@ -21,6 +21,10 @@ import (
 type Policy struct {
 	Allow []string `json:"allow"`
 	Deny  []string `json:"deny,omitempty"`
+	// Headers, when not nil, replace the sandbox's own headers
+	// (sandbox.EgressSpec.Headers); nil keeps them. Set by a front end
+	// (E2B's network rules), never by the JSON API.
+	Headers *[]sandbox.EgressHeader `json:"-"`
 }
 
 // Layer is one level of a sandbox's policy as configured.
@@ -50,7 +54,8 @@ type Status struct {
 	// NotEffective are the sandbox's allow rules an outer level refuses: a
 	// sandbox can narrow its tenant's policy, never widen it.
 	NotEffective []string `json:"not_effective,omitempty"`
-	// Secrets are the names of the secrets sent for the sandbox.
+	// Secrets are the names of the secrets sent for the sandbox, and
+	// "header:{name}@{host}" for each of its own headers (never a value).
 	Secrets         []string `json:"secrets"`
 	OpenConnections int      `json:"open_connections"`
 }
@@ -85,7 +90,7 @@ func (g *Gateway) Prepare(tenant string, spec *sandbox.Spec) error {
 		spec.Network = t.network
 	}
 	if spec.Network != sandbox.NetworkProxy {
-		if spec.Egress != nil && (len(spec.Egress.Allow)+len(spec.Egress.Deny)+len(spec.Egress.Secrets) > 0) {
+		if spec.Egress != nil && (len(spec.Egress.Allow)+len(spec.Egress.Deny)+len(spec.Egress.Secrets)+len(spec.Egress.Headers) > 0) {
 			return errdefs.InvalidArgument("egress rules and secrets apply only to network \"proxy\", and this sandbox's network is %q; set \"network\": \"proxy\" or leave egress and secrets out", spec.Network)
 		}
 		spec.Egress = nil
@@ -107,6 +112,9 @@ func (g *Gateway) Prepare(tenant string, spec *sandbox.Spec) error {
 			return errdefs.InvalidArgument("secret %q is listed twice; name each secret once", name)
 		}
 		seen[name] = true
+	}
+	if _, err := headerSecrets(e.Headers); err != nil {
+		return err
 	}
 	e.Open = len(e.Allow) == 0
 	spec.Egress = e
@@ -136,14 +144,30 @@ func (g *Gateway) SetNetwork(ctx context.Context, info sandbox.Info, p Policy) (
 		return Status{}, errdefs.InvalidArgument("%v; fix the rule", err)
 	}
 	b := g.boxFor(info)
-	if err := g.keep(ctx, info, change(p)); err != nil {
+	g.mu.Lock()
+	headers := b.headers
+	g.mu.Unlock()
+	if p.Headers != nil {
+		headers = *p.Headers
+	}
+	if headers == nil {
+		// Kept as [], not null, which would read back as "no change".
+		headers = []sandbox.EgressHeader{}
+	}
+	hs, err := headerSecrets(headers)
+	if err != nil {
+		return Status{}, err
+	}
+	if err := g.keep(ctx, info, change{Allow: p.Allow, Deny: p.Deny, Headers: &headers}); err != nil {
 		return Status{}, err
 	}
 	g.mu.Lock()
-	b.own = l
+	b.own, b.headers = l, headers
 	eff := g.effective(b.tenant, l)
+	secrets := append(b.named(), hs...)
 	g.mu.Unlock()
 	b.gate.SetPolicy(eff)
+	b.gate.SetSecrets(secrets)
 	g.log.Info("egress policy changed", "tenant", info.Tenant, "sandbox", info.ID, "allow", strings.Join(p.Allow, ","), "deny", strings.Join(p.Deny, ","))
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -183,7 +207,7 @@ func (g *Gateway) statusLocked(b *box) Status {
 			{Name: "tenant", Allow: nonNil(b.tenant.layer.allow), Deny: nonNil(b.tenant.layer.deny), Restricts: b.tenant.layer.named},
 			{Name: "sandbox", Allow: nonNil(b.own.allow), Deny: nonNil(b.own.deny), Restricts: b.own.named},
 		},
-		Secrets:         nonNil(b.secrets),
+		Secrets:         append(nonNil(b.secrets), headerNames(b.headers)...),
 		OpenConnections: b.gate.Open(),
 	}
 	// The outer levels alone, as if the sandbox allowed everything (outer

@@ -1,6 +1,7 @@
 package egresstest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -18,6 +19,7 @@ const maxBlob = 4 << 30
 // measures and for downloads a test cuts:
 //
 //	/hello                          "hello from <name>\n"
+//	/headers                        the request's headers as JSON, {"headers": {name: [values]}}
 //	/bytes/<n>                      n bytes of a repeating pattern
 //	/bytes/<n>?rate=<bytes/second>  the same, paced (a download that stays open)
 //
@@ -71,6 +73,11 @@ var blobChunk = func() []byte {
 }()
 
 func (b *Blob) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/headers" {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]http.Header{"headers": r.Header})
+		return
+	}
 	if r.URL.Path == "/hello" {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "hello from %s\n", b.name)
