@@ -17,9 +17,9 @@ type requestKey struct{}
 type Request struct {
 	ID      string // the request id
 	TokenID string // TokenID of its bearer token
-	Route   string // the route pattern
 
 	mu           sync.Mutex // guards what follows: set by handlers, read by records
+	route        string
 	tenant       string
 	run          string
 	conversation string
@@ -36,6 +36,16 @@ func WithRequest(ctx context.Context, r *Request) context.Context {
 func RequestFrom(ctx context.Context) *Request {
 	r, _ := ctx.Value(requestKey{}).(*Request)
 	return r
+}
+
+// SetRoute notes the route pattern that matched. r may be nil.
+func (r *Request) SetRoute(route string) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.route = route
+	r.mu.Unlock()
 }
 
 // SetTenant notes the tenant the request authenticated as. r may be nil.
@@ -129,8 +139,8 @@ func (rc *Recorder) AuditToolCall(ctx context.Context, c tools.CallRecord) {
 	}
 	if req := RequestFrom(ctx); req != nil {
 		req.Fill(&rec)
-		rec.Route = req.Route
 		req.mu.Lock()
+		rec.Route = req.route
 		req.toolRecords++
 		req.mu.Unlock()
 	}
