@@ -49,7 +49,11 @@ func (r Report) Sentence() string {
 	if r.Records == 0 {
 		return "the audit chain is empty: no record files (audit-*.jsonl) were found"
 	}
-	s := fmt.Sprintf("the audit chain of %d records (seq %d to %d, in %d files) is whole", r.Records, r.FirstSeq, r.LastSeq, r.Files)
+	files := "1 file"
+	if r.Files != 1 {
+		files = fmt.Sprintf("%d files", r.Files)
+	}
+	s := fmt.Sprintf("the audit chain of %d records (seq %d to %d, in %s) is whole", r.Records, r.FirstSeq, r.LastSeq, files)
 	if r.FirstSeq > 1 {
 		s += fmt.Sprintf("; it begins at seq %d because older files were removed (audit.retention), and the first kept record's prev is taken as it is", r.FirstSeq)
 	}
