@@ -243,3 +243,25 @@ func parse(line []byte) (Record, bool) {
 	var r Record
 	return r, jsonUnmarshal(line, &r) == nil
 }
+
+// A writer that cannot keep up never holds a call for longer than its
+// wait: a buffered record is dropped and counted after EnqueueWait, a
+// durable one gets an error after DurableWait.
+func TestAFullQueueDropsAfterItsWaitInsteadOfBlocking(t *testing.T) {
+	m := NewMetrics()
+	// No writer goroutine: the queue of one fills and stays full.
+	l := &Log{opt: Options{EnqueueWait: 20 * time.Millisecond, DurableWait: 30 * time.Millisecond},
+		m: m, in: make(chan item, 1), stop: make(chan struct{}), exited: make(chan struct{})}
+	if err := l.Append(rec("a", "first"), false); err != nil {
+		t.Fatalf("the first record should fit: %v", err)
+	}
+	if err := l.Append(rec("a", "second"), false); err == nil || !strings.Contains(err.Error(), "dropped") {
+		t.Fatalf("a buffered record into a full queue: %v", err)
+	}
+	if err := l.Append(rec("a", "third"), true); err == nil {
+		t.Fatal("a durable record into a full queue returned no error")
+	}
+	if got := testutil.ToFloat64(m.drops.WithLabelValues(dropQueueFull)); got != 2 {
+		t.Fatalf("queue_full drops %v, want 2", got)
+	}
+}
