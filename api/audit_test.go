@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/api/mcp"
 	"github.com/sandboxd/sandboxd/audit"
 )
 
@@ -183,5 +184,42 @@ func TestAuditOffAnswers503(t *testing.T) {
 	h := newHarness(t)
 	if a := h.do("GET", "/v1/audit", tokenA, ""); a.status != 503 {
 		t.Fatalf("without an audit record: %d %s", a.status, a.body)
+	}
+}
+
+// An MCP request is one API record, and each tools/call in it one tool
+// record that names the MCP route.
+func TestAuditMCPCallIsAToolRecordBesideItsRequest(t *testing.T) {
+	h, _ := newAuditHarness(t)
+	var run Run
+	h.must("POST", "/v1/runs", tokenA, `{"conversation":"c1"}`, 201, &run)
+	a := h.mcpDo(run.ID, tokenA, "", mcpInit)
+	sid := a.header.Get(mcp.HeaderSession)
+	if a.status != 200 || sid == "" {
+		t.Fatalf("initialize: %d %s", a.status, a.body)
+	}
+	h.mcpDo(run.ID, tokenA, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"peek","arguments":{"path":"x"}}}`)
+	const mcpRoute = "POST /v1/runs/{id}/mcp"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var apiRecs, toolRecs int
+		for _, r := range auditOf(h, tokenA, 1000, "") {
+			switch {
+			case r.Kind == audit.KindAPI && r.Action == mcpRoute:
+				apiRecs++
+			case r.Kind == audit.KindTool && r.Action == "peek":
+				toolRecs++
+				if r.Route != mcpRoute || r.Run != run.ID || r.TokenID != audit.TokenID(tokenA) {
+					t.Fatalf("the MCP call's record: %+v", r)
+				}
+			}
+		}
+		if apiRecs == 2 && toolRecs == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d API records of the MCP route (want 2: initialize and the call) and %d peek records (want 1)", apiRecs, toolRecs)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
