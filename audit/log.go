@@ -499,15 +499,18 @@ func (l *Log) recover() error {
 	}
 	for i := len(files) - 1; i >= 0; i-- {
 		p := filepath.Join(l.opt.Dir, files[i].name)
-		data, err := os.ReadFile(p)
+		off, data, err := readTail(p)
 		if err != nil {
-			return fmt.Errorf("the audit file %s cannot be read: %w", p, err)
+			return err
 		}
 		whole := bytes.LastIndexByte(data, '\n') + 1
+		if off > 0 && whole == 0 {
+			return fmt.Errorf("the audit file %s has no line end in its last %d bytes, so it is not an audit file; move it out of %s and start again", p, len(data), l.opt.Dir)
+		}
 		if whole < len(data) {
 			l.log.Warn("the newest audit file ends in a torn line (a crash while writing); it is cut back to its last whole line",
 				"file", p, "bytes_cut", len(data)-whole)
-			if err := os.Truncate(p, int64(whole)); err != nil {
+			if err := os.Truncate(p, off+int64(whole)); err != nil {
 				return fmt.Errorf("the torn last line of the audit file %s cannot be cut off: %w", p, err)
 			}
 			data = data[:whole]
@@ -518,7 +521,11 @@ func (l *Log) recover() error {
 			}
 			continue
 		}
-		last := data[bytes.LastIndexByte(data[:whole-1], '\n')+1 : whole-1]
+		start := bytes.LastIndexByte(data[:whole-1], '\n') + 1
+		if start == 0 && off > 0 {
+			return fmt.Errorf("the last line of the audit file %s is longer than %d bytes, so it is not an audit record; move the file out of %s and start again", p, maxLine, l.opt.Dir)
+		}
+		last := data[start : whole-1]
 		var h struct {
 			Seq uint64 `json:"seq"`
 		}
@@ -526,16 +533,36 @@ func (l *Log) recover() error {
 			return fmt.Errorf("the last record of the audit file %s cannot be read, so the chain cannot go on from it; run `sandboxd audit verify %s`, move the damaged file out of the directory, and start again", p, l.opt.Dir)
 		}
 		l.seq, l.prev = h.Seq, Digest(last)
-		if int64(whole) < l.opt.MaxFileBytes {
+		if off+int64(whole) < l.opt.MaxFileBytes {
 			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0o600)
 			if err != nil {
 				return fmt.Errorf("the audit file %s cannot be opened for appending: %w", p, err)
 			}
-			l.f, l.size = f, int64(whole)
+			l.f, l.size = f, off+int64(whole)
 		}
 		return nil
 	}
 	return nil
+}
+
+// readTail reads the end of a file, enough for its last whole line and a
+// torn one after it: off is where data begins.
+func readTail(p string) (off int64, data []byte, err error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return 0, nil, fmt.Errorf("the audit file %s cannot be read: %w", p, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, nil, fmt.Errorf("the audit file %s cannot be read: %w", p, err)
+	}
+	off = max(0, st.Size()-2*maxLine)
+	data = make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(data, off); err != nil {
+		return 0, nil, fmt.Errorf("the audit file %s cannot be read: %w", p, err)
+	}
+	return off, data, nil
 }
 
 // FileName is the name of the file whose first record is seq: names sort

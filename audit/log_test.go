@@ -265,3 +265,43 @@ func TestAFullQueueDropsAfterItsWaitInsteadOfBlocking(t *testing.T) {
 		t.Fatalf("queue_full drops %v, want 2", got)
 	}
 }
+
+// A restart reads only the end of a big newest file, and still goes on
+// with its chain after cutting a torn line.
+func TestRestartReadsTheTailOfABigFile(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, Options{Dir: dir})
+	r := rec("a", strings.Repeat("x", 400))
+	for range 6000 { // about 3.4 MB, past the tail read
+		if err := l.Append(r, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	f, _ := os.OpenFile(filepath.Join(dir, FileName(1)), os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString(`{"seq":6001,"pr`)
+	f.Close()
+	l2 := openT(t, Options{Dir: dir})
+	l2.Append(rec("a", "after"), true)
+	l2.Close()
+	rep, err := Verify(dir)
+	if err != nil || rep.Break != nil || rep.LastSeq != 6001 || rep.Records != 6001 {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+}
+
+// A newest file whose last line is not a record stops the start with a
+// sentence that says what to do, rather than beginning a second chain.
+func TestADamagedLastRecordStopsTheStart(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, Options{Dir: dir})
+	l.Append(rec("a", "one"), true)
+	l.Close()
+	f, _ := os.OpenFile(filepath.Join(dir, FileName(1)), os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString("not a record\n")
+	f.Close()
+	_, err := Open(Options{Dir: dir})
+	if err == nil || !strings.Contains(err.Error(), "audit verify") || !strings.Contains(err.Error(), "move the damaged file") {
+		t.Fatalf("open over a damaged last record: %v", err)
+	}
+}
