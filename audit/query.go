@@ -2,7 +2,9 @@ package audit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -67,7 +69,6 @@ func Read(dir string, q Query) (Page, error) {
 				continue
 			}
 		}
-		var rerr error
 		full := false
 		err := eachLine(p, func(_ int, line []byte) bool {
 			var r Record
@@ -85,11 +86,11 @@ func Read(dir string, q Query) (Page, error) {
 			out.Records = append(out.Records, r)
 			return true
 		})
-		if err != nil {
-			rerr = err
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed by the retention since it was listed
 		}
-		if rerr != nil {
-			return Page{}, rerr
+		if err != nil {
+			return Page{}, err
 		}
 		if full {
 			break
