@@ -32,7 +32,12 @@ func TestAuditDocker(t *testing.T) {
 		t.Skip("set SANDBOXD_TEST_DOCKER=1 to run against the Docker engine")
 	}
 	dataDir := t.TempDir()
-	d := startDaemon(t, "docker", dataDir)
+	// Small files, so the chain crosses many of them.
+	cfg := filepath.Join(t.TempDir(), "sandboxd.yaml")
+	if err := os.WriteFile(cfg, []byte("audit: {max_file_bytes: 16384, retention: 1000}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "docker", dataDir, "--config", cfg)
 	sb, err := d.Client.CreateSandbox(ctx(t), createReq("docker", "conv-audit"))
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +99,20 @@ func TestAuditDocker(t *testing.T) {
 	if _, err := call(t, d, ask.ID, "write", map[string]any{"path": "denied.txt", "content": "x"}); err == nil {
 		t.Fatal("a write needing approval ran with nobody to approve it")
 	}
+	// With a human connected: one write denied, one allowed once.
+	events, hang := human(t, d.Client, "audit-space")
+	for _, choice := range []int{3, 1} {
+		calls["write"]++
+		tc := callAsync(d, d.Client, ask.ID, "write", map[string]any{"path": fmt.Sprintf("asked-%d.txt", choice), "content": "x"})
+		q := nextCard(t, events)
+		if _, err := d.Client.AnswerQuestion(ctx(t), q.ID, api.Answer{Choices: []int{choice}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, isErr := tc.wait(t); isErr != (choice == 3) {
+			t.Fatalf("the write answered %d: is_error %v", choice, isErr)
+		}
+	}
+	hang()
 	total := 0
 	for _, n := range calls {
 		total += n
@@ -128,10 +147,10 @@ func TestAuditDocker(t *testing.T) {
 	outcomes := map[string]int{}
 	for _, r := range recs {
 		if r.Kind == audit.KindTool && r.Run == ask.ID {
-			if r.Approval != "no_human" || r.Outcome != "tool_error" {
-				t.Fatalf("the refused write's record: %+v", r)
+			if r.Outcome != map[string]string{"no_human": "tool_error", "denied": "tool_error", "allow_once": "ok"}[r.Approval] {
+				t.Fatalf("an approval's record: %+v", r)
 			}
-			outcomes["refused"]++
+			outcomes[r.Approval]++
 			continue
 		}
 		if r.Kind == audit.KindTool {
@@ -144,8 +163,8 @@ func TestAuditDocker(t *testing.T) {
 			}
 		}
 	}
-	if outcomes["tool_error"] != 1 || outcomes["invalid_arguments"] != 1 || outcomes["refused"] != 1 {
-		t.Fatalf("outcomes %v, want one tool_error, one invalid_arguments and one refused", outcomes)
+	if outcomes["tool_error"] != 1 || outcomes["invalid_arguments"] != 1 || outcomes["no_human"] != 1 || outcomes["denied"] != 1 || outcomes["allow_once"] != 1 {
+		t.Fatalf("outcomes %v, want one each of tool_error, invalid_arguments, and the approvals no_human, denied and allow_once", outcomes)
 	}
 
 	// A burst of write calls, and sandboxd killed with -9 in the middle:
