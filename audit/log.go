@@ -207,20 +207,27 @@ func (l *Log) barrier(deadline time.Duration) error {
 	}
 }
 
+// closeWait bounds how long Close waits for the writer (a disk that hangs
+// in fsync must not hang the daemon's shutdown).
+const closeWait = 10 * time.Second
+
 // Close writes and fsyncs what is queued, closes the file and stops the
-// writer. Appends after it fail with ErrClosed.
+// writer, waiting at most closeWait. Appends after it fail with ErrClosed.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		<-l.exited
-		return nil
+	if !l.closed {
+		l.closed = true
+		close(l.stop)
 	}
-	l.closed = true
-	close(l.stop)
 	l.mu.Unlock()
-	<-l.exited
-	return nil
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-l.exited:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("the audit record's writer did not finish within %v (the disk of %s does not answer); records still queued may be lost", closeWait, l.opt.Dir)
+	}
 }
 
 // run is the writer goroutine.
