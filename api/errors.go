@@ -41,6 +41,11 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	status := StatusOf(err)
 	code := errdefs.Code(err)
 	msg := err.Error()
+	if ri, _ := r.Context().Value(reqInfoKey).(*reqInfo); ri != nil {
+		ri.mu.Lock()
+		ri.code = code
+		ri.mu.Unlock()
+	}
 	if status == http.StatusInternalServerError {
 		log.ErrorContext(r.Context(), "internal error", "request_id", requestID(r.Context()), "err", err)
 	}

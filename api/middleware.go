@@ -25,8 +25,9 @@ type reqInfo struct {
 	id   string
 	base string // scheme://host the caller used to reach sandboxd
 
-	mu     sync.Mutex // guards tenant: set by the handler, read by the logger
+	mu     sync.Mutex // guards tenant and code: set by the handler, read by the logger
 	tenant string
+	code   string // the error class the request was answered with
 }
 
 func requestID(ctx context.Context) string {
@@ -80,6 +81,8 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey, ri))
 		w.Header().Set(HeaderRequestID, ri.id)
 		sw := &statusWriter{ResponseWriter: w}
+		r, ar, hb := s.auditStart(r, ri.id)
+		route := ""
 
 		defer func() {
 			if v := recover(); v != nil {
@@ -101,6 +104,13 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 			if s.obs != nil {
 				s.obs.ObserveHTTP(r.Pattern, r.Method, status, d)
 			}
+			if route == "" {
+				route = r.Pattern
+			}
+			ri.mu.Lock()
+			code := ri.code
+			ri.mu.Unlock()
+			s.auditEnd(r, ar, hb, route, start, status, code, d)
 			level := slog.LevelInfo
 			switch {
 			case status >= 500:
@@ -120,11 +130,13 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		}()
 		if s.mountedHost(r) {
 			// The mounted API's sandbox host names ({port}-{id}.{domain}).
+			route = "e2b sandbox host"
 			s.mount.ServeHTTP(sw, r)
 			return
 		}
 		if l, ok := s.previewHost(r); ok {
 			// A host-based preview owns its whole host: every path is the app's.
+			route = "preview host"
 			s.servePreview(sw, s.paceBody(sw, r), l)
 			return
 		}

@@ -257,6 +257,16 @@ func routeTable() []route {
 		portProxyRoute("PATCH", "proxyPortPatch"), portProxyRoute("DELETE", "proxyPortDelete"), portProxyRoute("OPTIONS", "proxyPortOptions"),
 		{scope: ScopeNone, serve: authed((*Server).whoami), Route: openapi.Route{Method: "GET", Path: "/v1/whoami", ID: "whoami", Tags: []string{ops}, Summary: "The tenant the token belongs to.",
 			Responses: []openapi.Response{{Status: 200, Body: WhoAmI{}}}, Errors: []int{unauth}}},
+		// The audit record is per replica: a request reads the records of
+		// the replica it arrives at.
+		{scope: ScopeNone, serve: authed((*Server).getAudit), Route: openapi.Route{Method: "GET", Path: "/v1/audit", ID: "listAudit", Tags: []string{ops}, Summary: "The tenant's audit records on this replica, oldest first.",
+			Description: "One record per API request and per tool call, each with the SHA-256 of the record before it (sandboxd audit verify DIR checks the chain). The admin token (no tenants configured) sees every tenant's. Records of other replicas are not included.",
+			Query: []openapi.Param{{Name: "since", Description: "Only records of actions that started at or after this time (RFC 3339)."},
+				{Name: "until", Description: "Only records of actions that started before this time (RFC 3339)."},
+				{Name: "run", Description: "Only this run's records."}, {Name: "sandbox", Description: "Only this sandbox's records."},
+				{Name: "limit", Description: "How many (1 to 1000, default 100)."},
+				{Name: "cursor", Description: "The next value of the page before."}},
+			Responses: []openapi.Response{{Status: 200, Body: AuditPage{}}}, Errors: []int{bad, unauth, unavail}}},
 		{scope: ScopeNone, serve: authed((*Server).listSnapshots), Route: openapi.Route{Method: "GET", Path: "/v1/snapshots", ID: "listSnapshots", Tags: []string{sb}, Summary: "The tenant's snapshots, newest first.",
 			Responses: []openapi.Response{{Status: 200, Body: []Snapshot{}}}, Errors: []int{unauth, precond, unavail}}},
 		{scope: ScopeNone, serve: authed((*Server).getSnapshot), Route: openapi.Route{Method: "GET", Path: "/v1/snapshots/{id}", ID: "getSnapshot", Tags: []string{sb}, Summary: "A snapshot.",

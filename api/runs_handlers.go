@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sandboxd/sandboxd/agent"
+	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
@@ -308,6 +309,9 @@ func (s *Server) lookup(ctx context.Context, run tools.Run) (*sandbox.Info, erro
 func (s *Server) envOf(ctx context.Context, run tools.Run, sb *sandbox.Info) *tools.Env {
 	if sb != nil {
 		run.Workdir = tools.Workdir(sb.Workspace, run.Workdir)
+		audit.RequestFrom(ctx).SetRun(run.ID, run.Conversation, sb.ID)
+	} else {
+		audit.RequestFrom(ctx).SetRun(run.ID, run.Conversation, "")
 	}
 	tenant, conv := run.Tenant, run.Conversation
 	env := &tools.Env{

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/api/mcp"
+	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/ports"
 	"github.com/sandboxd/sandboxd/runstore"
@@ -104,6 +105,8 @@ type Server struct {
 	calls       Calls    // the call recorder (WithCalls); nil: GET /v1/runs/{id}/calls responds 503
 	egress      Egress   // network mode "proxy" (WithEgress); nil: refused
 	previews    Previews // preview links (WithPreviews); nil: 503, and the port proxy uses ownProxy
+	audit       Audit    // the audit record (WithAudit); nil: nothing recorded, GET /v1/audit 503
+	auditAll    string   // the tenant that sees every tenant's records (WithAuditAll)
 	// lifecycleDefault is the tenant's default lifecycle (WithLifecycleDefaults); nil: none.
 	lifecycleDefault func(tenant string) sandbox.Lifecycle
 	procMax          int   // processes running at once per sandbox (WithProcesses; 0: the agent's default)
@@ -221,11 +224,20 @@ func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	for _, rt := range routeTable() {
 		if h := rt.serve(s); h != nil {
-			mux.Handle(rt.public().Pattern(), h)
+			mux.Handle(rt.public().Pattern(), auditRoute(rt.public().Pattern(), h))
 		}
 	}
 	s.openAPI = openAPIHandler(mux)
 	return mux
+}
+
+// auditRoute tells the request's audit record its route before the
+// handler runs, so the tool calls it makes name it.
+func auditRoute(pattern string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		audit.RequestFrom(r.Context()).SetRoute(pattern)
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

@@ -81,6 +81,8 @@ type Config struct {
 	Preview Preview `yaml:"preview"`
 	// E2B is the E2B API served under /e2b (e2b.go).
 	E2B E2B `yaml:"e2b"`
+	// Audit is the audit record (audit.go).
+	Audit Audit `yaml:"audit"`
 	// Secrets are the credentials of the admin token when no tenants are
 	// configured (a tenant has its own).
 	Secrets []Secret `yaml:"secrets"`

@@ -98,6 +98,21 @@ func TestMetricsFirstScrape(t *testing.T) {
 					t.Errorf("first scrape: %s{backend=%q} = %v (present %v), want 0", name, backend, v, ok)
 				}
 			}
+			// The audit record's series are there from the first scrape
+			// (records may already count the harness's own requests).
+			for _, reason := range []string{"queue_full", "closed", "write_error"} {
+				if v, ok := sampleValue(t, first, "sandboxd_audit_records_dropped_total", map[string]string{"reason": reason}); !ok || v != 0 {
+					t.Errorf("first scrape: sandboxd_audit_records_dropped_total{reason=%q} = %v (present %v), want 0", reason, v, ok)
+				}
+			}
+			for _, name := range []string{"sandboxd_audit_fsyncs_total", "sandboxd_audit_bytes_written_total", "sandboxd_audit_durable_timeouts_total"} {
+				if _, ok := sampleValue(t, first, name, nil); !ok {
+					t.Errorf("first scrape: %s is missing", name)
+				}
+			}
+			if _, ok := sampleValue(t, first, "sandboxd_audit_records_written_total", map[string]string{"kind": "tool"}); !ok {
+				t.Errorf("first scrape: sandboxd_audit_records_written_total{kind=\"tool\"} is missing")
+			}
 			problems, err := chart.CheckScrape(qs, first)
 			if err != nil {
 				t.Fatal(err)

@@ -160,13 +160,25 @@ func (r *Registry) Call(ctx context.Context, env *Env, name string, args json.Ra
 	}
 	outcome := OutcomeOK
 	recArgs := args // what a CallRecorder sees: normalised below once valid
+	note := &callNote{}
+	ctx = context.WithValue(ctx, callNoteKey{}, note)
+	callCtx := ctx
 	defer func() {
 		d := time.Since(start)
 		for _, o := range r.obs {
 			o.ObserveToolCall(e.spec.Name, e.spec.Level, outcome, d)
+			_, isRec := o.(CallRecorder)
+			_, isAud := o.(CallAuditor)
+			if !isRec && !isAud {
+				continue
+			}
+			cr := CallRecord{Run: runOf(env), Tool: e.spec.Name, Level: e.spec.Level,
+				Args: recArgs, Started: start, Duration: d, Outcome: outcome, Result: res, Approval: note.approval}
 			if rec, ok := o.(CallRecorder); ok {
-				rec.RecordToolCall(CallRecord{Run: runOf(env), Tool: e.spec.Name, Level: e.spec.Level,
-					Args: recArgs, Started: start, Duration: d, Outcome: outcome, Result: res})
+				rec.RecordToolCall(cr)
+			}
+			if aud, ok := o.(CallAuditor); ok {
+				aud.AuditToolCall(callCtx, cr)
 			}
 		}
 	}()

@@ -157,6 +157,15 @@ type CallRecorder interface {
 	RecordToolCall(rec CallRecord)
 }
 
+// CallAuditor is an optional capability of a CallObserver, found by type
+// assertion: it gets each finished call's record with the call's context
+// (the request it came in on), on the calling goroutine before the call
+// returns, so the audit record can make the answer wait until the call's
+// record is on disk. It may block, each wait bounded by its own deadline.
+type CallAuditor interface {
+	AuditToolCall(ctx context.Context, rec CallRecord)
+}
+
 // CallRecord is one finished call as a CallRecorder sees it.
 type CallRecord struct {
 	Run      *Run // nil for a call made without a run
@@ -167,4 +176,7 @@ type CallRecord struct {
 	Duration time.Duration
 	Outcome  string // one of Outcomes()
 	Result   Result // what the call returned; zero for a call that ended in an error
+	// Approval is the answer to the permission question the call asked
+	// (Approval*); "" when it asked none.
+	Approval string
 }

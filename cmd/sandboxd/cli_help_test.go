@@ -18,6 +18,7 @@ var helpCommands = [][]string{
 	{"run", "create", "--help"}, {"run", "list", "--help"}, {"run", "get", "-h"}, {"run", "delete", "--help"},
 	{"tools", "--help"}, {"call", "--help"}, {"call", "-h"},
 	{"token", "--help"}, {"token", "new", "--help"},
+	{"audit", "--help"}, {"audit", "verify", "--help"},
 	{"help", "run", "create"}, {"help", "sandbox"},
 	// Help wins over what else is on the line.
 	{"run", "create", "--conversation", "c1", "--help"},

@@ -259,6 +259,11 @@ func (lv *leaves) buildEdges(ctx context.Context) (*edges, error) {
 	for _, h := range lv.setup.EnvHooks() {
 		envHooks = append(envHooks, api.EnvHook(h))
 	}
+	if len(cfg.Tenants) == 0 {
+		// The admin token is the deployment's one token: it reads every
+		// record, those of requests no tenant made included.
+		services = append(services, api.WithAuditAll(api.AdminTenantName))
+	}
 	e2bOpt, err := lv.e2bOption()
 	if err != nil {
 		return nil, err
@@ -356,6 +361,8 @@ func serviceOptions(services []any) ([]api.Option, error) {
 			opts = append(opts, api.WithEgress(s))
 		case api.Previews:
 			opts = append(opts, api.WithPreviews(s))
+		case api.Audit:
+			opts = append(opts, api.WithAudit(s))
 		default:
 			return nil, fmt.Errorf("a tool family handed the API a service of type %T, which it does not serve; add its routes to the API first", s)
 		}

@@ -34,6 +34,7 @@ Usage:
   sandboxd tools --run RUN
   sandboxd call --run RUN [--stream] TOOL ['{"json": "args"}' | -]
   sandboxd token new --tenant NAME
+  sandboxd audit verify DIR
   sandboxd version
 
 Client commands take --addr (default $SANDBOXD_ADDR or http://127.0.0.1:7788) and a token from
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runCall(ctx, args[1:], stdin, stdout, stderr)
 	case "token":
 		err = runToken(args[1:], stdout)
+	case "audit":
+		err = runAudit(args[1:], stdout)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "sandboxd %s (%s)\n", version, runtime.Version())
 		return 0
@@ -97,7 +100,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "sandboxd: %s\n", ue.msg)
 		return 2
 	}
-	if err == errToolFailed {
+	if err == errToolFailed || err == errChainBroken {
 		return 1
 	}
 	fmt.Fprintf(stderr, "sandboxd: %v\n", err)

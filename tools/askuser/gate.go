@@ -84,10 +84,12 @@ func (g *Gate) Check(ctx context.Context, env *tools.Env, spec tools.Spec, args 
 	}
 	_, res, err := g.port.Ask(ctx, run.Tenant, q, 0)
 	if errors.Is(err, errdefs.ErrFailedPrecondition) {
+		tools.NoteApproval(ctx, tools.ApprovalNoHuman)
 		r := tools.Error(fmt.Sprintf("the %s call was not run: it needs a human's approval and no human is connected to space %q to give it, so it was refused; do not retry it until someone is connected, and say what you would have done", spec.Name, run.Space))
 		return &r
 	}
 	if err != nil {
+		tools.NoteApproval(ctx, tools.ApprovalFailed)
 		r := tools.Error(fmt.Sprintf("the %s call was not run: it needs a human's approval and %s", spec.Name, lowerFirst(failText(ctx, err))))
 		return &r
 	}
@@ -95,8 +97,10 @@ func (g *Gate) Check(ctx context.Context, env *tools.Env, spec tools.Spec, args 
 	case questions.StatusAnswered:
 		switch {
 		case has(res.Choices, 1):
+			tools.NoteApproval(ctx, tools.ApprovalAllowOnce)
 			return nil
 		case has(res.Choices, 2):
+			tools.NoteApproval(ctx, tools.ApprovalAllowForRun)
 			g.mu.Lock()
 			if g.allowed[run.ID] == nil {
 				g.allowed[run.ID] = map[string]bool{}
@@ -105,15 +109,19 @@ func (g *Gate) Check(ctx context.Context, env *tools.Env, spec tools.Spec, args 
 			g.mu.Unlock()
 			return nil
 		}
+		tools.NoteApproval(ctx, tools.ApprovalDenied)
 		r := tools.Error(fmt.Sprintf("denied by the user: the %s call was not run; do not retry it, choose another way or ask the user what they want", spec.Name))
 		return &r
 	case questions.StatusSkipped:
+		tools.NoteApproval(ctx, tools.ApprovalSkipped)
 		r := tools.Error(fmt.Sprintf("denied by the user: the permission question for %s was skipped, so the call was not run", spec.Name))
 		return &r
 	case questions.StatusExpired:
+		tools.NoteApproval(ctx, tools.ApprovalExpired)
 		r := tools.Error(fmt.Sprintf("the %s call was not run: nobody answered its permission question before it expired; %s", spec.Name, SkipInstruction))
 		return &r
 	}
+	tools.NoteApproval(ctx, tools.ApprovalWithdrawn)
 	r := tools.Error(fmt.Sprintf("the %s call was not run: its permission question was withdrawn because the run ended", spec.Name))
 	return &r
 }
