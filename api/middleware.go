@@ -130,7 +130,7 @@ func (s *Server) middleware(mux *http.ServeMux) http.Handler {
 		}()
 		if s.mountedHost(r) {
 			// The mounted API's sandbox host names ({port}-{id}.{domain}).
-			route = "e2b sandbox host"
+			route = "e2b sandbox host or signed file"
 			s.mount.ServeHTTP(sw, r)
 			return
 		}
