@@ -40,6 +40,7 @@ families=(
 	"eval       docker     test ./e2e/ ^TestEvalBenchmark$"
 	"egress     docker     test ./e2e/ ^TestEgressBenchmark$"
 	"previews   docker     test ./e2e/ ^TestPreviewBenchmark$"
+	"audit      docker     test ./e2e/ ^TestAuditBenchmark$"
 	"lsp        docker     cmd ./cmd/lspbench"
 	"astgrep    docker     cmd ./cmd/astgrepbench"
 	"debug      docker     gobench ./tools/debug/ BenchmarkDebug"
