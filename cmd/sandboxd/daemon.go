@@ -274,6 +274,9 @@ func (lv *leaves) buildEdges(ctx context.Context) (*edges, error) {
 		api.WithEnvHooks(envHooks...), api.WithReadyNotes(lv.mgr.PoolProblems), api.WithRunTokens(lv.tokens),
 		api.WithProcesses(cfg.Processes.MaxRunning, cfg.Processes.RingBytes),
 		api.WithLifecycleDefaults(func(tenant string) sandbox.Lifecycle { return lifecycleFor(cfg, tenant) }),
+		api.WithRuntimePolicy(func(tenant string) api.RuntimePolicy {
+			return api.RuntimePolicy{Default: cfg.RuntimeFor(tenant), Allowed: cfg.RuntimesFor(tenant), ReadOnlyRoot: cfg.ReadOnlyRootFor(tenant)}
+		}),
 	}, services...)...)
 	// A run that expires or ends with its parent drops its MCP sessions at
 	// once, not on their next use.
