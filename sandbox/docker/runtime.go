@@ -22,7 +22,22 @@ const Home = "/root"
 // counted in the sandbox's memory limit.
 const tmpSize = "1g"
 
-var _ sandbox.RuntimeServer = (*Backend)(nil)
+var (
+	_ sandbox.RuntimeServer      = (*Backend)(nil)
+	_ sandbox.HibernationChecker = (*Backend)(nil)
+)
+
+// Hibernatable is false for a gVisor sandbox: hibernation first turns the
+// container's restart policy off, and the engine makes runsc apply every
+// update, which the runsc Debian 12 ships cannot ("runsc update" does not
+// exist there). The idle lifecycle then skips the step.
+func (b *Backend) Hibernatable(info sandbox.Info) bool {
+	return sandbox.RuntimeOf(info) != sandbox.RuntimeGVisor
+}
+
+func noGVisorHibernation(id string) error {
+	return errdefs.FailedPrecondition("sandbox %s runs under gVisor, which this engine cannot hibernate (its runsc cannot change a running container's restart policy); pause it or delete it instead", id)
+}
 
 // WithGVisorRuntime names the engine's runtime that is gVisor (default
 // DefaultGVisorRuntime).
