@@ -67,8 +67,21 @@ func RuntimeOf(info Info) string {
 // ReadOnlyRootOf reports whether info's sandbox has a read-only root.
 func ReadOnlyRootOf(info Info) bool { return info.Labels[LabelReadOnlyRoot] == "true" }
 
-// servesRuntime refuses a runtime the backend cannot make sandboxes with.
-func (m *Manager) servesRuntime(r string) error {
+// ReadOnlyRootServer is an optional Backend capability: it can make a
+// sandbox whose root file system is read-only (Spec.ReadOnlyRoot).
+type ReadOnlyRootServer interface {
+	ServesReadOnlyRoot() bool
+}
+
+// servesRuntime refuses a runtime the backend cannot make sandboxes with,
+// and a read-only root it cannot make.
+func (m *Manager) servesRuntime(spec Spec) error {
+	if spec.ReadOnlyRoot {
+		if s, ok := m.backend.(ReadOnlyRootServer); !ok || !s.ServesReadOnlyRoot() {
+			return errdefs.FailedPrecondition("the %s backend of this sandboxd cannot make a sandbox with a read-only root yet; leave read_only_root out (or false)", m.backend.Name())
+		}
+	}
+	r := spec.Runtime
 	if r == "" || r == RuntimeRunc {
 		return nil
 	}

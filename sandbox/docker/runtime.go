@@ -22,8 +22,12 @@ const Home = "/root"
 // counted in the sandbox's memory limit.
 const tmpSize = "1g"
 
+// ServesReadOnlyRoot is true: see readOnlyRoot.
+func (b *Backend) ServesReadOnlyRoot() bool { return true }
+
 var (
 	_ sandbox.RuntimeServer      = (*Backend)(nil)
+	_ sandbox.ReadOnlyRootServer = (*Backend)(nil)
 	_ sandbox.HibernationChecker = (*Backend)(nil)
 )
 
