@@ -282,10 +282,6 @@ class Network(unittest.TestCase):
         self.assertEqual(fake.sent[1][1], "/v1/sandboxes/sb_1/egress")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class SandboxRuntime(unittest.TestCase):
     def test_runtime_and_read_only_root_are_read(self) -> None:
         from sandboxd.types import Sandbox
@@ -294,3 +290,8 @@ class SandboxRuntime(unittest.TestCase):
         self.assertEqual((s.runtime, s.read_only_root), ("gvisor", True))
         old = Sandbox.from_json({"id": "b"})
         self.assertEqual((old.runtime, old.read_only_root), ("", False))
+
+
+
+if __name__ == "__main__":
+    unittest.main()
