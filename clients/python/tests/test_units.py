@@ -292,6 +292,5 @@ class SandboxRuntime(unittest.TestCase):
         self.assertEqual((old.runtime, old.read_only_root), ("", False))
 
 
-
 if __name__ == "__main__":
     unittest.main()
