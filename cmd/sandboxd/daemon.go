@@ -120,6 +120,7 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 	if c, ok := lv.backend.(io.Closer); ok {
 		lv.onClose(func() { c.Close() })
 	}
+	checkGVisor(ctx, cfg, lv.backend, log)
 	if cfg.Replication.Enabled {
 		if lv.rep, err = newReplica(ctx, cfg, lv.backend, f.listen, log); err != nil {
 			return nil, err

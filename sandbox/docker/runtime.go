@@ -65,6 +65,12 @@ func (b *Backend) checkRuntime(ctx context.Context, spec sandbox.Spec) error {
 	if spec.Network == "bridge" {
 		return errdefs.InvalidArgument("runtime gvisor cannot have network \"bridge\" on this engine (runsc runs with its own networking off); use network \"none\" or \"proxy\", or runtime runc")
 	}
+	return b.CheckGVisor(ctx)
+}
+
+// CheckGVisor says, in a sentence for the operator, whether the engine
+// can run gVisor sandboxes (lists the runsc runtime).
+func (b *Backend) CheckGVisor(ctx context.Context) error {
 	if b.gvisorSeen.Load() {
 		return nil
 	}
