@@ -116,6 +116,8 @@ func contractTypes() []openapi.Option {
 		openapi.WithName(ToolSpec{}, "ToolSpec"),
 		openapi.WithName(ToolResult{}, "ToolResult"),
 		openapi.WithField(CreateSandboxRequest{}, "network", openapi.Enum("none", "bridge")),
+		openapi.WithField(CreateSandboxRequest{}, "runtime", openapi.Enum(sandbox.RuntimeRunc, sandbox.RuntimeGVisor)),
+		openapi.WithField(Sandbox{}, "runtime", openapi.Enum(sandbox.RuntimeRunc, sandbox.RuntimeGVisor)),
 		openapi.WithField(Sandbox{}, "state", openapi.Enum(sandbox.StateRunning, sandbox.StatePaused, sandbox.StateHibernated, sandbox.StateStopped, sandbox.StateGone)),
 		openapi.WithField(Process{}, "state", openapi.Enum(proto.ProcRunning, proto.ProcExited, proto.ProcKilled, proto.ProcStopped)),
 		openapi.WithField(CreateRunRequest{}, "surface", surface),

@@ -70,6 +70,9 @@ func (s *Server) CreateSandbox(ctx context.Context, tenant string, req CreateSan
 			return sandbox.Info{}, errdefs.FailedPrecondition("this sandboxd serves no egress proxy, so network \"proxy\", egress rules and secrets are not available; use \"none\" or \"bridge\"")
 		}
 	}
+	if err := s.runtimeSpec(tenant, req, &spec); err != nil {
+		return sandbox.Info{}, err
+	}
 	var err error
 	if spec.Lifecycle, err = s.lifecycleSpec(tenant, req.Lifecycle); err != nil {
 		return sandbox.Info{}, err
@@ -163,6 +166,8 @@ func sandboxOf(info sandbox.Info) Sandbox {
 		CreatedAt:    info.CreatedAt.UTC(),
 		Workspace:    info.Workspace,
 		Network:      sandbox.NetworkOf(info),
+		Runtime:      sandbox.RuntimeOf(info),
+		ReadOnlyRoot: sandbox.ReadOnlyRootOf(info),
 		Deployment:   info.Deployment,
 	}
 }

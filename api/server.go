@@ -109,8 +109,10 @@ type Server struct {
 	auditAll    string   // the tenant that sees every tenant's records (WithAuditAll)
 	// lifecycleDefault is the tenant's default lifecycle (WithLifecycleDefaults); nil: none.
 	lifecycleDefault func(tenant string) sandbox.Lifecycle
-	procMax          int   // processes running at once per sandbox (WithProcesses; 0: the agent's default)
-	procRing         int64 // output kept per process (WithProcesses; 0: the agent's default)
+	// runtimePolicy is the tenant's runtime policy (WithRuntimePolicy); nil: runc, any allowed.
+	runtimePolicy func(tenant string) RuntimePolicy
+	procMax       int   // processes running at once per sandbox (WithProcesses; 0: the agent's default)
+	procRing      int64 // output kept per process (WithProcesses; 0: the agent's default)
 	knownSandboxes
 	ownProxy     *ports.Proxy
 	ownProxyOnce sync.Once // makes ownProxy

@@ -32,6 +32,13 @@ type CreateSandboxRequest struct {
 	// Snapshot makes the sandbox from one of the tenant's snapshots (its
 	// files; its image is the snapshot's).
 	Snapshot string `json:"snapshot,omitempty"`
+	// Runtime is "runc" or "gvisor", among those the tenant may use; left
+	// out, the tenant's default.
+	Runtime string `json:"runtime,omitempty"`
+	// ReadOnlyRoot makes the root file system read-only (the workspace,
+	// /tmp and the home directory stay writable); left out, the tenant's
+	// default (off).
+	ReadOnlyRoot *bool `json:"read_only_root,omitempty"`
 	// Expiry and Labels are set by a front end over the same sandboxes
 	// (package e2b), never by the JSON API: sandbox.Spec's.
 	Expiry sandbox.Expiry    `json:"-"`
@@ -83,6 +90,10 @@ type Sandbox struct {
 	Deployment string `json:"deployment,omitempty"`
 	// Network is the sandbox's network mode: none, bridge or proxy.
 	Network string `json:"network,omitempty"`
+	// Runtime is runc or gvisor.
+	Runtime string `json:"runtime,omitempty"`
+	// ReadOnlyRoot is set when the root file system is read-only.
+	ReadOnlyRoot bool `json:"read_only_root,omitempty"`
 }
 
 // CreateRunRequest is the body of POST /v1/runs.

@@ -72,6 +72,9 @@ type Config struct {
 	// DefaultNetwork is the network mode of a sandbox whose request names
 	// none ("none" when unset; a tenant may have its own).
 	DefaultNetwork string `yaml:"default_network"`
+	// Runtime is the runtime of a sandbox whose request and tenant name
+	// none: "runc" (the default) or "gvisor" (runtime.go).
+	Runtime string `yaml:"runtime"`
 	// Egress is the deployment's egress policy for network "proxy"
 	// (egress.go).
 	Egress Egress `yaml:"egress"`
@@ -104,6 +107,13 @@ type Tenant struct {
 	Secrets []Secret `yaml:"secrets"`
 	// Lifecycle overrides the deployment's lifecycle, key by key.
 	Lifecycle *Lifecycle `yaml:"lifecycle"`
+	// Runtime overrides the deployment's runtime; Runtimes are those the
+	// tenant may ask for (empty: every runtime the deployment serves).
+	Runtime  string   `yaml:"runtime"`
+	Runtimes []string `yaml:"runtimes"`
+	// ReadOnlyRoot makes the tenant's sandboxes' root file systems
+	// read-only unless a request says otherwise.
+	ReadOnlyRoot bool `yaml:"read_only_root"`
 }
 
 // Workers holds the command per worker tier.

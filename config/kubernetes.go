@@ -24,6 +24,9 @@ type Kubernetes struct {
 	ImagePullPolicy string `yaml:"image_pull_policy"`
 	// RuntimeClassName runs sandboxes under a RuntimeClass (gVisor, Kata).
 	RuntimeClassName string `yaml:"runtime_class_name"`
+	// GVisorRuntimeClass is the RuntimeClass (handler runsc) of sandboxes
+	// created with runtime gvisor; "" serves runc alone.
+	GVisorRuntimeClass string `yaml:"gvisor_runtime_class"`
 	// NetworkPolicy creates, once per namespace, a NetworkPolicy that denies
 	// all traffic of sandboxes created with network "none". It needs a CNI
 	// plugin that enforces NetworkPolicy, and RBAC on networkpolicies.
@@ -98,6 +101,8 @@ func (k Kubernetes) Validate() error {
 		return fmt.Errorf("kubernetes.service_account_name: %q is not a valid name; use lower-case letters, digits and '-'", k.ServiceAccountName)
 	case k.RuntimeClassName != "" && !dnsLabel.MatchString(k.RuntimeClassName):
 		return fmt.Errorf("kubernetes.runtime_class_name: %q is not a valid name; use lower-case letters, digits and '-'", k.RuntimeClassName)
+	case k.GVisorRuntimeClass != "" && !dnsLabel.MatchString(k.GVisorRuntimeClass):
+		return fmt.Errorf("kubernetes.gvisor_runtime_class: %q is not a valid name; use lower-case letters, digits and '-'", k.GVisorRuntimeClass)
 	case k.Requests.CPUs < 0 || k.Requests.MemoryMB < 0:
 		return fmt.Errorf("kubernetes.requests: must not be negative (cpus %g, memory_mb %d); leave a field at 0 for the default", k.Requests.CPUs, k.Requests.MemoryMB)
 	case k.StartTimeout < 0:

@@ -41,6 +41,9 @@ func (c *Config) Validate() error {
 		}
 		hashes[h] = t.Name
 	}
+	if err := c.checkRuntimes(); err != nil {
+		return err
+	}
 	if err := c.checkNetworks(); err != nil {
 		return err
 	}

@@ -151,6 +151,8 @@ func (m *Manager) Fork(ctx context.Context, tenant, id string, conversations []s
 	spec.Lifecycle, _ = LifecycleOf(src)
 	spec.Labels = ExtLabels(src)
 	spec.Setuid = SetuidOf(src)
+	spec.Runtime = RuntimeOf(src)
+	spec.ReadOnlyRoot = ReadOnlyRootOf(src)
 	var made []Info
 	var failed []ForkFailure
 	for _, conv := range conversations {

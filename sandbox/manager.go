@@ -252,6 +252,9 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Info, error) {
 	if err := validateSpec(spec); err != nil {
 		return Info{}, err
 	}
+	if err := m.servesRuntime(spec); err != nil {
+		return Info{}, err
+	}
 	if err := m.checkOpen(); err != nil {
 		return Info{}, err
 	}

@@ -11,12 +11,13 @@ import (
 
 // poolFor is the pool that can serve spec, nil when none can. A pool
 // sandbox is made with the defaults only (resources, no network, no env,
-// its own workspace volume, no-new-privileges). Its env is set at the
+// its own workspace volume, no-new-privileges, runc, a writable root). Its env is set at the
 // claim, through the agent (handOver); the others cannot change after the
 // fact, so a spec asking for any of them is created cold.
 func (m *Manager) poolFor(spec Spec) *pool {
 	if len(m.pools) == 0 || spec.Pool != "" || spec.HostWorkspace != "" ||
-		spec.Resources != (Resources{}) || (spec.Network != "" && spec.Network != "none") || !spec.Lifecycle.IsZero() || spec.Snapshot != "" || spec.Setuid {
+		spec.Resources != (Resources{}) || (spec.Network != "" && spec.Network != "none") || !spec.Lifecycle.IsZero() || spec.Snapshot != "" || spec.Setuid ||
+		(spec.Runtime != "" && spec.Runtime != RuntimeRunc) || spec.ReadOnlyRoot {
 		return nil
 	}
 	return m.pools[spec.Image]

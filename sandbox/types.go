@@ -88,6 +88,12 @@ type Spec struct {
 	// account become the sandbox's root, nothing more. Stamped
 	// (LabelSetuid) and kept by a fork's copies.
 	Setuid bool
+	// Runtime is RuntimeRunc ("" too) or RuntimeGVisor, stamped
+	// (LabelRuntime) and kept by a fork's copies.
+	Runtime string
+	// ReadOnlyRoot makes the root file system read-only, the workspace,
+	// /tmp and the home directory staying writable (LabelReadOnlyRoot).
+	ReadOnlyRoot bool
 }
 
 // LabelSetuid marks a sandbox made with Spec.Setuid.

@@ -56,6 +56,9 @@ func validateSpec(spec Spec) error {
 	default:
 		return errdefs.InvalidArgument("network %s is not supported; use \"none\", \"bridge\" or \"proxy\"", quoteShort(spec.Network))
 	}
+	if err := ValidateRuntime(spec.Runtime); err != nil {
+		return err
+	}
 	r := spec.Resources
 	if r.CPUs < 0 || r.MemoryMB < 0 || r.Pids < 0 {
 		return errdefs.InvalidArgument("resources must not be negative (cpus %g, memory_mb %d, pids %d); leave a field at 0 for the default",

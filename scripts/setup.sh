@@ -6,7 +6,10 @@
 #     cgo), ca-certificates;
 #   - a Docker engine: systemd's docker.service where systemd runs, else containerd and dockerd
 #     started in the background (logs in $SETUP_LOG_DIR), waited for with a deadline;
-#   - a check that a Go toolchain new enough for go.mod is on PATH (Debian's own is too old).
+#   - a check that a Go toolchain new enough for go.mod is on PATH (Debian's own is too old);
+#   - gVisor: Debian's runsc registered as the engine's "runsc" runtime in /etc/docker/daemon.json
+#     (merged into what is there), with runsc's own networking off (--network=none: this runsc
+#     cannot start a sandbox in the engine's bridge network), and dockerd told to reload it (SIGHUP).
 #
 # Environment: SETUP_LOG_DIR (/var/log/sandboxd-setup), DOCKER_WAIT (seconds, 90).
 set -euo pipefail
@@ -41,7 +44,7 @@ installed() { [[ $(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null) == i
 # TestPythonClientInstallsOffline installs the package into a fresh venv with `pip install
 # --no-index --no-build-isolation` (its build backend is in the tree: no PyPI, setuptools or wheel).
 packages=(docker.io debootstrap git make gcc libc6-dev ca-certificates procps curl
-	python3 python3-pip python3-venv)
+	python3 python3-pip python3-venv runsc)
 missing=()
 for p in "${packages[@]}"; do
 	installed "$p" || missing+=("$p")
@@ -110,5 +113,40 @@ else
 	start_engine
 	wait_for "docker engine" "$DOCKER_WAIT" engine_answers ||
 		die "no Docker engine answered within ${DOCKER_WAIT}s; see $SETUP_LOG_DIR/dockerd.log, or the log of the dockerd that was already running."
+fi
+
+# --- gVisor ----------------------------------------------------------------------------------------
+
+# runsc_registered: the engine lists a runtime named runsc.
+runsc_registered() { docker info -f '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
+
+daemon_json=/etc/docker/daemon.json
+if runsc_registered; then
+	log "docker lists the runsc runtime"
+else
+	log "registering runsc in $daemon_json"
+	# Merged with python3 (installed above) so that the file's other keys stay as they are.
+	as_root python3 - "$daemon_json" <<'PY'
+import json, os, sys
+path = sys.argv[1]
+cfg = {}
+if os.path.exists(path):
+    with open(path) as f:
+        text = f.read().strip()
+    cfg = json.loads(text) if text else {}
+cfg.setdefault("runtimes", {})["runsc"] = {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]}
+os.makedirs(os.path.dirname(path), exist_ok=True)
+tmp = path + ".sandboxd-tmp"
+with open(tmp, "w") as f:
+    json.dump(cfg, f, indent=2)
+    f.write("\n")
+os.replace(tmp, path)
+PY
+	# dockerd reloads its runtimes on SIGHUP: running containers are left alone.
+	if pid=$(pgrep -xo dockerd); then
+		as_root kill -HUP "$pid"
+	fi
+	wait_for "runsc runtime" 30 runsc_registered ||
+		die "docker does not list the runsc runtime 30 s after $daemon_json was changed; restart dockerd and check its log."
 fi
 log "done"

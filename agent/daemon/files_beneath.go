@@ -98,6 +98,9 @@ func (r *beneathRoot) open(abs, name string, flags int, mode fs.FileMode) (*os.F
 // openatBeneath is openBeneath from an open directory dirfd; display is
 // the file's full path for the *os.File.
 func openatBeneath(dirfd int, rel, display, name string, flags int, mode fs.FileMode) (*os.File, error) {
+	if !haveOpenat2() {
+		return openatNoFollow(dirfd, rel, display, name, flags, mode)
+	}
 	how := &unix.OpenHow{
 		Flags:   uint64(flags | unix.O_CLOEXEC),
 		Mode:    uint64(mode.Perm()),
@@ -121,4 +124,22 @@ func openatBeneath(dirfd int, rel, display, name string, flags int, mode fs.File
 		return nil, &fs.PathError{Op: "open", Path: display, Err: err}
 	}
 	return nil, &fs.PathError{Op: "open", Path: display, Err: err}
+}
+
+// openatNoFollow is openatBeneath where openat2 is missing (kernels before
+// 5.6, gVisor): rel must be one name in dirfd, which O_NOFOLLOW then keeps
+// from being a symlink; a longer path is refused rather than resolved
+// unchecked.
+func openatNoFollow(dirfd int, rel, display, name string, flags int, mode fs.FileMode) (*os.File, error) {
+	if rel == "" || rel == "." || rel == ".." || strings.Contains(rel, "/") {
+		return nil, &fs.PathError{Op: "open", Path: display, Err: unix.EINVAL}
+	}
+	fd, err := unix.Openat(dirfd, rel, flags|unix.O_CLOEXEC|unix.O_NOFOLLOW, uint32(mode.Perm()))
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, errSwapped(name)
+	case err != nil:
+		return nil, &fs.PathError{Op: "open", Path: display, Err: err}
+	}
+	return os.NewFile(uintptr(fd), display), nil
 }

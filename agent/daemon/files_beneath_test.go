@@ -130,3 +130,36 @@ func TestMkdirAllRefusesSwappedParent(t *testing.T) {
 		t.Error("a directory was created outside the workspace")
 	}
 }
+
+// Without openat2 (gVisor, kernels before 5.6) mkdir_all still makes the
+// missing directories one name at a time, and a symlink in place of one it
+// just made is not followed.
+func TestMkdirAllWithoutOpenat2(t *testing.T) {
+	saved := haveOpenat2
+	haveOpenat2 = func() bool { return false }
+	t.Cleanup(func() { haveOpenat2 = saved })
+	root := t.TempDir()
+	made, err := mkdirAll(root, filepath.Join(root, "a", "b", "c"), "a/b/c/f.txt", nil)
+	if err != nil || len(made) != 3 {
+		t.Fatalf("mkdirAll = %v, %v; want a, a/b and a/b/c made", made, err)
+	}
+	if st, err := os.Stat(filepath.Join(root, "a", "b", "c")); err != nil || !st.IsDir() {
+		t.Fatalf("a/b/c: %v", err)
+	}
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(root, "a", "link")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.Open(filepath.Join(root, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if f, err := openatBeneath(int(d.Fd()), "link", filepath.Join(root, "a", "link"), "a/link", os.O_RDONLY, 0); err == nil {
+		f.Close()
+		t.Fatal("a symlink was followed without openat2")
+	}
+	if _, err := openatBeneath(int(d.Fd()), "b/c", filepath.Join(root, "a", "b", "c"), "a/b/c", os.O_RDONLY, 0); err == nil {
+		t.Fatal("a path of two names was resolved without openat2")
+	}
+}

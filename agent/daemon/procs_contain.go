@@ -119,9 +119,12 @@ func (s *supervisor) run(path string, argv []string) int {
 	// caught here and the command gets the defaults a shell expects.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGHUP, syscall.SIGPIPE)
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 && errno != syscall.EINVAL {
 		// Without it the command is still killed with its group at the
-		// deadline, but escaped descendants go to the agent.
+		// deadline, but escaped descendants go to the agent. EINVAL is
+		// gVisor's answer to every process but init (the agent's init
+		// then reaps them): said once in the agent's log, not in every
+		// command's output.
 		fmt.Fprintf(os.Stderr, "sandbox-agent contain: cannot become a child subreaper: %v\n", errno)
 	}
 	reserveThreads(supervisorThreads)

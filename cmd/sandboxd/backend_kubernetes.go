@@ -23,6 +23,7 @@ func newKubernetes(cfg *config.Config, dep sandbox.Deployment, log *slog.Logger)
 		kubernetes.WithKubeconfig(k.Kubeconfig, k.Context),
 		kubernetes.WithDefaultImage(cfg.DefaultImage),
 		kubernetes.WithRuntimeClass(k.RuntimeClassName),
+		kubernetes.WithGVisorRuntimeClass(k.GVisorRuntimeClass),
 		kubernetes.WithNetworkPolicy(k.NetworkPolicy),
 		kubernetes.WithServiceAccount(k.ServiceAccountName),
 		kubernetes.WithNodeSelector(k.NodeSelector),

@@ -120,6 +120,7 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 	if c, ok := lv.backend.(io.Closer); ok {
 		lv.onClose(func() { c.Close() })
 	}
+	checkGVisor(ctx, cfg, lv.backend, log)
 	if cfg.Replication.Enabled {
 		if lv.rep, err = newReplica(ctx, cfg, lv.backend, f.listen, log); err != nil {
 			return nil, err
@@ -279,6 +280,9 @@ func (lv *leaves) buildEdges(ctx context.Context) (*edges, error) {
 		api.WithEnvHooks(envHooks...), api.WithReadyNotes(lv.mgr.PoolProblems), api.WithRunTokens(lv.tokens),
 		api.WithProcesses(cfg.Processes.MaxRunning, cfg.Processes.RingBytes),
 		api.WithLifecycleDefaults(func(tenant string) sandbox.Lifecycle { return lifecycleFor(cfg, tenant) }),
+		api.WithRuntimePolicy(func(tenant string) api.RuntimePolicy {
+			return api.RuntimePolicy{Default: cfg.RuntimeFor(tenant), Allowed: cfg.RuntimesFor(tenant), ReadOnlyRoot: cfg.ReadOnlyRootFor(tenant)}
+		}),
 	}, services...)...)
 	// A run that expires or ends with its parent drops its MCP sessions at
 	// once, not on their next use.

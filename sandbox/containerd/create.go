@@ -183,6 +183,7 @@ func labels(spec sandbox.Spec, deployment string) map[string]string {
 	maps.Copy(l, sandbox.ExpiryLabels(spec))
 	maps.Copy(l, sandbox.ExtLabelsOf(spec))
 	maps.Copy(l, sandbox.SetuidLabels(spec))
+	maps.Copy(l, sandbox.RuntimeLabels(spec))
 	return l
 }
 

@@ -73,6 +73,10 @@ type Backend struct {
 	// started is when the backend was made: a snapshot's part made before
 	// is a dead sandboxd's.
 	started time.Time
+	// gvisorRuntime is the engine's name for runsc; gvisorSeen is set once
+	// the engine was seen to list it.
+	gvisorRuntime string
+	gvisorSeen    atomic.Bool
 }
 
 var (
@@ -116,9 +120,10 @@ func WithClient(cli *client.Client) Option { return func(b *Backend) { b.cli = c
 // and friends), negotiating the API version. It does not contact the engine.
 func New(opts ...Option) (*Backend, error) {
 	b := &Backend{started: time.Now(),
-		log:      slog.New(slog.DiscardHandler),
-		caps:     append([]string(nil), DefaultCaps...),
-		defaults: DefaultResources,
+		log:           slog.New(slog.DiscardHandler),
+		caps:          append([]string(nil), DefaultCaps...),
+		defaults:      DefaultResources,
+		gvisorRuntime: DefaultGVisorRuntime,
 	}
 	for _, opt := range opts {
 		opt(b)

@@ -100,3 +100,21 @@ func TestInfoNamingAndState(t *testing.T) {
 		}
 	}
 }
+
+func TestContainerConfigRuntimeAndReadOnlyRoot(t *testing.T) {
+	b := &Backend{agentPath: "/a", caps: DefaultCaps, defaults: DefaultResources, gvisorRuntime: DefaultGVisorRuntime}
+	cfg, hc := b.containerConfig("abc123abc123", "img:1", sandbox.Spec{Tenant: "t", Conversation: "c"})
+	if hc.Runtime != "" || hc.ReadonlyRootfs || len(hc.Tmpfs) != 0 || cfg.Labels[sandbox.LabelRuntime] != "runc" || cfg.Labels[sandbox.LabelReadOnlyRoot] != "" {
+		t.Errorf("default: runtime %q, read-only %v, tmpfs %v, labels %v; want the engine's default runtime, a writable root, runc labelled", hc.Runtime, hc.ReadonlyRootfs, hc.Tmpfs, cfg.Labels)
+	}
+	cfg, hc = b.containerConfig("abc123abc123", "img:1", sandbox.Spec{Tenant: "t", Conversation: "c", Runtime: sandbox.RuntimeGVisor, ReadOnlyRoot: true})
+	if hc.Runtime != "runsc" || cfg.Labels[sandbox.LabelRuntime] != "gvisor" {
+		t.Errorf("gvisor: engine runtime %q, label %q; want runsc, gvisor", hc.Runtime, cfg.Labels[sandbox.LabelRuntime])
+	}
+	if !hc.ReadonlyRootfs || hc.Tmpfs["/tmp"] == "" || cfg.Labels[sandbox.LabelReadOnlyRoot] != "true" {
+		t.Errorf("read-only root: %v, tmpfs %v, label %q", hc.ReadonlyRootfs, hc.Tmpfs, cfg.Labels[sandbox.LabelReadOnlyRoot])
+	}
+	if home := hc.Mounts[len(hc.Mounts)-1]; home.Type != mount.TypeVolume || home.Target != Home || home.ReadOnly {
+		t.Errorf("home mount %+v, want a writable anonymous volume at %s", home, Home)
+	}
+}

@@ -39,6 +39,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 		return sandbox.Info{}, engineErr("inspect image "+img, err)
 	}
 
+	if err := b.checkRuntime(ctx, spec); err != nil {
+		return sandbox.Info{}, err
+	}
 	id := newID()
 	cfg, hc := b.containerConfig(id, img, spec)
 	// Made under a name List skips, and named as a sandbox only once it
@@ -92,6 +95,7 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 	maps.Copy(labels, sandbox.ExpiryLabels(spec))
 	maps.Copy(labels, sandbox.ExtLabelsOf(spec))
 	maps.Copy(labels, sandbox.SetuidLabels(spec))
+	maps.Copy(labels, sandbox.RuntimeLabels(spec))
 	env := make([]string, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])
@@ -144,6 +148,12 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 		CapAdd:      b.caps,
 		// Brought back after an engine restart, unless stopped on purpose.
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
+	}
+	if spec.Runtime == sandbox.RuntimeGVisor {
+		hc.Runtime = b.gvisorRuntime
+	}
+	if spec.ReadOnlyRoot {
+		readOnlyRoot(hc)
 	}
 	return cfg, hc
 }

@@ -79,6 +79,9 @@ func (b *Backend) Hibernate(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	if c.Config != nil && c.Config.Labels[sandbox.LabelRuntime] == sandbox.RuntimeGVisor {
+		return noGVisorHibernation(id)
+	}
 	if c.State == nil || (!c.State.Running && !c.State.Paused && !c.State.Restarting) {
 		if mapStateOf(c) == sandbox.StateHibernated || b.recordOf(ctx, HibernateVolumePrefix, id) != "" {
 			return nil

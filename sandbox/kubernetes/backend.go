@@ -96,6 +96,7 @@ type Backend struct {
 	agentImage   string
 	pullPolicy   corev1.PullPolicy
 	runtimeClass string
+	gvisorClass  string // the RuntimeClass of runtime gvisor; "": not served
 	netPolicy    bool
 	linksDown    bool
 	serviceAcct  string
@@ -162,6 +163,20 @@ func WithImagePullPolicy(p corev1.PullPolicy) Option { return func(b *Backend) {
 
 // WithRuntimeClass runs sandbox pods under a RuntimeClass.
 func WithRuntimeClass(name string) Option { return func(b *Backend) { b.runtimeClass = name } }
+
+// WithGVisorRuntimeClass is the RuntimeClass (its handler runsc) of the
+// sandboxes created with runtime gvisor; without it they are refused.
+func WithGVisorRuntimeClass(name string) Option { return func(b *Backend) { b.gvisorClass = name } }
+
+var _ sandbox.RuntimeServer = (*Backend)(nil)
+
+// Runtimes are runc, and gvisor where a RuntimeClass is configured for it.
+func (b *Backend) Runtimes() []string {
+	if b.gvisorClass == "" {
+		return []string{sandbox.RuntimeRunc}
+	}
+	return []string{sandbox.RuntimeRunc, sandbox.RuntimeGVisor}
+}
 
 // WithNetworkPolicy creates the namespace's NetworkPolicy that isolates
 // network "none" sandboxes.

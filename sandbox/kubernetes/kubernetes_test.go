@@ -512,3 +512,35 @@ func isolatesNoneAndProxy(pol networkingv1.NetworkPolicySpec) bool {
 		slices.Equal(sel.MatchExpressions[0].Values, []string{"none", sandbox.NetworkProxy}) &&
 		len(pol.PolicyTypes) == 2 && len(pol.Egress) == 0 && len(pol.Ingress) == 0
 }
+
+// A gvisor sandbox's pod runs under the configured gVisor RuntimeClass
+// (the chart creates it), says so in its annotation, and reads back as
+// gvisor; a runc one keeps the deployment's class.
+func TestPodSpecGVisorRuntimeClass(t *testing.T) {
+	b, cs := fakeCluster(t, nil, WithAgentImage("sandboxd:test"), WithGVisorRuntimeClass("sandboxd-gvisor"))
+	if got := sandbox.ServedRuntimes(b); !slices.Equal(got, []string{"runc", "gvisor"}) {
+		t.Errorf("served runtimes %v, want runc and gvisor", got)
+	}
+	gv, err := b.Create(bg(t), sandbox.Spec{Tenant: "t", Conversation: "gv", Image: "py:3", Runtime: sandbox.RuntimeGVisor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := getPod(t, cs, gv.ID)
+	if p.Spec.RuntimeClassName == nil || *p.Spec.RuntimeClassName != "sandboxd-gvisor" || p.Annotations[sandbox.LabelRuntime] != "gvisor" {
+		t.Errorf("gvisor pod: runtimeClassName %v, annotations %v", p.Spec.RuntimeClassName, p.Annotations)
+	}
+	if got := sandbox.RuntimeOf(gv); got != "gvisor" {
+		t.Errorf("the created sandbox reads as runtime %q, want gvisor", got)
+	}
+	rc, err := b.Create(bg(t), sandbox.Spec{Tenant: "t", Conversation: "rc", Image: "py:3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := getPod(t, cs, rc.ID); p.Spec.RuntimeClassName != nil || p.Annotations[sandbox.LabelRuntime] != "runc" {
+		t.Errorf("runc pod: runtimeClassName %v, annotations %v", p.Spec.RuntimeClassName, p.Annotations)
+	}
+	plain, _ := fakeCluster(t, nil, WithAgentImage("sandboxd:test"))
+	if got := sandbox.ServedRuntimes(plain); !slices.Equal(got, []string{"runc"}) {
+		t.Errorf("without a gVisor RuntimeClass the backend serves %v, want runc alone", got)
+	}
+}

@@ -57,6 +57,7 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 	maps.Copy(annotations, sandbox.ExpiryLabels(spec))
 	maps.Copy(annotations, sandbox.ExtLabelsOf(spec))
 	maps.Copy(annotations, sandbox.SetuidLabels(spec))
+	maps.Copy(annotations, sandbox.RuntimeLabels(spec))
 	env := make([]corev1.EnvVar, 0, len(spec.Env))
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
@@ -120,6 +121,10 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 	}
 	if b.runtimeClass != "" {
 		rc := b.runtimeClass
+		pod.Spec.RuntimeClassName = &rc
+	}
+	if spec.Runtime == sandbox.RuntimeGVisor {
+		rc := b.gvisorClass
 		pod.Spec.RuntimeClassName = &rc
 	}
 	return pod

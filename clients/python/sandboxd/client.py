@@ -179,6 +179,8 @@ class Client:
         secrets: Optional[Sequence[str]] = None,
         lifecycle: Optional[Lifecycle] = None,
         snapshot: Optional[str] = None,
+        runtime: Optional[str] = None,
+        read_only_root: Optional[bool] = None,
         timeout: Optional[float] = None,
     ) -> Sandbox:
         """Creates the conversation's sandbox. Conflict when the
@@ -205,7 +207,12 @@ class Client:
 
         ``lifecycle`` says what idleness does to the sandbox (a key left at
         0 takes the tenant's default, config lifecycle). ``snapshot`` makes
-        it from one of the tenant's snapshots (its files and image)."""
+        it from one of the tenant's snapshots (its files and image).
+
+        ``runtime`` is "runc" or "gvisor" (among those the tenant may use;
+        None: the tenant's default); ``read_only_root`` makes the root file
+        system read-only, the workspace, /tmp and home staying writable
+        (None: the tenant's default, off)."""
         allow, deny = _rules("egress_allow", egress_allow), _rules("egress_deny", egress_deny)
         names = _rules("secrets", secrets)
         body: Dict[str, Any] = {"conversation": conversation}
@@ -217,6 +224,10 @@ class Client:
             body["resources"] = resources.to_json()
         if network:
             body["network"] = network
+        if runtime:
+            body["runtime"] = runtime
+        if read_only_root is not None:
+            body["read_only_root"] = read_only_root
         if workspace_host_path:
             body["workspace"] = {"host_path": workspace_host_path}
         if allow or deny:

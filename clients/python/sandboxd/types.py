@@ -105,7 +105,9 @@ class Sandbox:
     hibernated, stopped or gone, and ``state_since`` when it entered it
     (None where unknown); ``workspace`` is the workspace root as tools see
     it; ``network`` is none, bridge or proxy ("" from a sandboxd older than
-    network mode proxy); ``lifecycle`` what idleness does to it."""
+    network mode proxy); ``lifecycle`` what idleness does to it;
+    ``runtime`` is runc or gvisor ("" from an older sandboxd) and
+    ``read_only_root`` whether its root file system is read-only."""
 
     id: str
     conversation: str
@@ -118,6 +120,8 @@ class Sandbox:
     network: str = ""
     state_since: Optional[_dt.datetime] = None
     lifecycle: Optional[Lifecycle] = None
+    runtime: str = ""
+    read_only_root: bool = False
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Sandbox":
@@ -133,6 +137,8 @@ class Sandbox:
             network=str(d.get("network", "")),
             state_since=parse_time(d.get("state_since")),
             lifecycle=Lifecycle.from_json(d.get("lifecycle")),
+            runtime=str(d.get("runtime", "")),
+            read_only_root=bool(d.get("read_only_root", False)),
         )
 
 

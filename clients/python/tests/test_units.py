@@ -282,5 +282,15 @@ class Network(unittest.TestCase):
         self.assertEqual(fake.sent[1][1], "/v1/sandboxes/sb_1/egress")
 
 
+class SandboxRuntime(unittest.TestCase):
+    def test_runtime_and_read_only_root_are_read(self) -> None:
+        from sandboxd.types import Sandbox
+
+        s = Sandbox.from_json({"id": "a", "runtime": "gvisor", "read_only_root": True})
+        self.assertEqual((s.runtime, s.read_only_root), ("gvisor", True))
+        old = Sandbox.from_json({"id": "b"})
+        self.assertEqual((old.runtime, old.read_only_root), ("", False))
+
+
 if __name__ == "__main__":
     unittest.main()
