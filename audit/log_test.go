@@ -46,9 +46,7 @@ func lines(t *testing.T, dir string) (names []string, all [][]byte) {
 			t.Fatal(err)
 		}
 		names = append(names, f.name)
-		for _, l := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
-			all = append(all, l)
-		}
+		all = append(all, bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))...)
 	}
 	return names, all
 }

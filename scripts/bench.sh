@@ -41,6 +41,7 @@ families=(
 	"egress     docker     test ./e2e/ ^TestEgressBenchmark$"
 	"previews   docker     test ./e2e/ ^TestPreviewBenchmark$"
 	"audit      docker     test ./e2e/ ^TestAuditBenchmark$"
+	"gvisor     docker     test ./e2e/ ^TestGVisorBenchmark$"
 	"lsp        docker     cmd ./cmd/lspbench"
 	"astgrep    docker     cmd ./cmd/astgrepbench"
 	"debug      docker     gobench ./tools/debug/ BenchmarkDebug"
