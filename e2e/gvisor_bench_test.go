@@ -105,6 +105,7 @@ func TestGVisorBenchmark(t *testing.T) {
 
 	r, g := got["runc"], got["gvisor"]
 	var b strings.Builder
+	fmt.Fprintf(&b, "## gVisor next to runc: what the stronger wall costs\n\n")
 	fmt.Fprintf(&b, "gVisor (Debian 12's runsc 0.0~20221219, ptrace platform, `--network=none`) next to runc on Docker, through the built daemon's HTTP API; p50 of %d calls (%d creates), one machine.\n\n", trips, creates)
 	b.WriteString("| | runc | gVisor | gVisor / runc |\n|---|---|---|---|\n")
 	row := func(name string, a, c time.Duration) {
