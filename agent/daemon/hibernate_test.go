@@ -67,7 +67,10 @@ func TestHibernationIsReportedAtTheWake(t *testing.T) {
 	c := connect(t, srv)
 	server := startProc(t, c, &proto.ProcStartRequest{Argv: []string{"sh", "-c", "echo serving; echo warn >&2; exec sleep 600"},
 		Labels: map[string]string{"started_by": "api"}, Pty: nil})
+	// Both streams are pumped before the hibernation records the output:
+	// each has its own pipe, read on its own.
 	waitOutput(t, c, server.ID, "serving")
+	waitOutput(t, c, server.ID, "warn")
 	done := startProc(t, c, &proto.ProcStartRequest{Argv: []string{"echo", "finished"}})
 	waitEnded(t, c, done.ID)
 	kernel, err := c.Spawn(testCtx(t), &proto.SpawnRequest{Name: "kernel/python", Argv: []string{"sleep", "600"}, Labels: kernelLabels})
