@@ -102,23 +102,8 @@ func outcomeOf(code string, status int) string {
 	case code != "":
 		return code
 	}
-	switch status {
-	case http.StatusBadRequest:
-		return "invalid_argument"
-	case http.StatusUnauthorized:
-		return "unauthenticated"
-	case http.StatusNotFound, http.StatusMethodNotAllowed:
-		return "not_found"
-	case http.StatusConflict:
-		return "conflict"
-	case http.StatusPreconditionFailed:
-		return "failed_precondition"
-	case http.StatusTooManyRequests, http.StatusRequestEntityTooLarge:
-		return "resource_exhausted"
-	case http.StatusServiceUnavailable, http.StatusBadGateway:
-		return "unavailable"
-	case http.StatusGatewayTimeout:
-		return "deadline_exceeded"
+	if c := errdefs.CodeOfStatus(status); c != "" {
+		return c
 	}
 	return "http_" + strconv.Itoa(status)
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // The error classes. Their text is the wire code used by the HTTP API.
@@ -115,4 +116,30 @@ func FromCode(code, msg string) error {
 		}
 	}
 	return &classed{class: ErrInternal, msg: msg}
+}
+
+// CodeOfStatus is the wire code an HTTP status of sandboxd's API stands
+// for (the reverse of the API's one mapping of classes to statuses, with
+// the statuses a proxy or the server itself answers), "" for one that
+// stands for none: a client's side and the audit record read it the same.
+func CodeOfStatus(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		return "invalid_argument"
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return "unauthenticated"
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
+		return "not_found"
+	case http.StatusConflict:
+		return "conflict"
+	case http.StatusPreconditionFailed:
+		return "failed_precondition"
+	case http.StatusTooManyRequests:
+		return "resource_exhausted"
+	case http.StatusServiceUnavailable, http.StatusBadGateway:
+		return "unavailable"
+	case http.StatusGatewayTimeout:
+		return "deadline_exceeded"
+	}
+	return ""
 }

@@ -217,23 +217,8 @@ func decodeError(status int, data []byte) error {
 }
 
 func codeOfStatus(status int) string {
-	switch status {
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
-		return "invalid_argument"
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return "unauthenticated"
-	case http.StatusNotFound, http.StatusMethodNotAllowed:
-		return "not_found"
-	case http.StatusConflict:
-		return "conflict"
-	case http.StatusPreconditionFailed:
-		return "failed_precondition"
-	case http.StatusTooManyRequests:
-		return "resource_exhausted"
-	case http.StatusServiceUnavailable, http.StatusBadGateway:
-		return "unavailable"
-	case http.StatusGatewayTimeout:
-		return "deadline_exceeded"
+	if c := errdefs.CodeOfStatus(status); c != "" {
+		return c
 	}
 	return "internal"
 }
