@@ -25,8 +25,9 @@ type Previews interface {
 	// here); Check completes it with what the sandbox itself records.
 	Verify(l ports.Located) (ports.Claims, error)
 	Check(c ports.Claims, info sandbox.Info) error
-	// Cut is closed when the preview is revoked.
-	Cut(c ports.Claims) <-chan struct{}
+	// Cut is closed when the preview is revoked; done says the request
+	// has ended.
+	Cut(c ports.Claims) (cut <-chan struct{}, done func())
 	// Domain is the host-based previews' domain, "" for path-based.
 	Domain() string
 }
@@ -164,7 +165,8 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request, l ports.Lo
 	// WebSocket that is open by then.
 	ctx, cancel := context.WithDeadline(r.Context(), c.ExpiresAt())
 	defer cancel()
-	cut := s.previews.Cut(c)
+	cut, done := s.previews.Cut(c)
+	defer done()
 	go func() {
 		select {
 		case <-cut:

@@ -93,8 +93,9 @@ type Service struct {
 // cut is closed when its preview is revoked; it is dropped once the
 // preview has expired (its requests end at the expiry anyway).
 type cut struct {
-	ch      chan struct{}
-	expires int64
+	ch       chan struct{}
+	expires  int64
+	inflight *sync.WaitGroup // the requests of the preview that are open
 }
 
 // New loads the previews kept in o.DataDir (and its key, made on first
@@ -267,20 +268,42 @@ func (s *Service) List(ctx context.Context, info sandbox.Info, base string) []Pr
 	return out
 }
 
+// cutWait bounds how long Revoke waits for the requests it cut to end.
+const cutWait = 5 * time.Second
+
 // Revoke ends the preview id of info's sandbox at once: the next request
-// is refused, and open ones (WebSocket, streams) are cut.
+// is refused, and open ones (WebSocket, streams) are cut; it returns once
+// they have ended (at most cutWait), so a client told the link is revoked
+// gets nothing more through it.
 func (s *Service) Revoke(ctx context.Context, info sandbox.Info, id string) error {
+	inflight, err := s.revoke(ctx, info, id)
+	if err != nil || inflight == nil {
+		return err
+	}
+	ended := make(chan struct{})
+	go func() { inflight.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(cutWait):
+		s.log.Warn("requests of a revoked preview link were still ending when the revocation answered", "preview", id, "sandbox", info.ID, "waited", cutWait)
+	}
+	return nil
+}
+
+// revoke records the revocation and closes the preview's cut, returning
+// the requests it cut (nil when none were open).
+func (s *Service) revoke(ctx context.Context, info sandbox.Info, id string) (*sync.WaitGroup, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mine := s.ofLocked(info)
 	i := slices.IndexFunc(mine, func(r record) bool { return r.ID == id })
 	now := s.now().Unix()
 	if i < 0 || mine[i].Expires <= now {
-		return errdefs.NotFound("sandbox %s has no live preview %q; list them with GET /v1/sandboxes/%s/previews", info.ID, id, info.ID)
+		return nil, errdefs.NotFound("sandbox %s has no live preview %q; list them with GET /v1/sandboxes/%s/previews", info.ID, id, info.ID)
 	}
 	r := mine[i]
 	if r.Revoked != 0 {
-		return nil // revoking twice is revoking
+		return nil, nil // revoking twice is revoking
 	}
 	r.Revoked = now
 	prev, had := s.recs[id]
@@ -291,15 +314,17 @@ func (s *Service) Revoke(ctx context.Context, info sandbox.Info, id string) erro
 		} else {
 			delete(s.recs, id)
 		}
-		return errdefs.Unavailable("the revocation cannot be recorded in %s (%v); retry, or free space in sandboxd's data dir", s.file, err)
+		return nil, errdefs.Unavailable("the revocation cannot be recorded in %s (%v); retry, or free space in sandboxd's data dir", s.file, err)
 	}
 	mine[i] = r
 	s.annotateLocked(ctx, info, mine)
-	if c, ok := s.cuts[id]; ok {
-		close(c.ch)
-		delete(s.cuts, id)
+	c, ok := s.cuts[id]
+	if !ok {
+		return nil, nil
 	}
-	return nil
+	close(c.ch)
+	delete(s.cuts, id)
+	return c.inflight, nil
 }
 
 // ofLocked is info's previews: those in memory and those on its
@@ -429,21 +454,27 @@ func (s *Service) Check(c Claims, info sandbox.Info) error {
 	return nil
 }
 
-// Cut is closed when preview c is revoked, for its requests in flight.
-func (s *Service) Cut(c Claims) <-chan struct{} {
+// Cut is closed when preview c is revoked, for a request in flight; the
+// request calls done once it has ended (Revoke waits for that).
+func (s *Service) Cut(c Claims) (cut <-chan struct{}, done func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.recs[c.ID]; ok && r.Revoked != 0 {
 		ch := make(chan struct{})
 		close(ch)
-		return ch
+		return ch, func() {}
 	}
 	k, ok := s.cuts[c.ID]
 	if !ok {
-		k = cut{ch: make(chan struct{}), expires: c.Expires}
+		k = cutOf(c.Expires)
 		s.cuts[c.ID] = k
 	}
-	return k.ch
+	k.inflight.Add(1)
+	return k.ch, sync.OnceFunc(k.inflight.Done)
+}
+
+func cutOf(expires int64) cut {
+	return cut{ch: make(chan struct{}), expires: expires, inflight: &sync.WaitGroup{}}
 }
 
 // CheckPort refuses a port outside 1–65535.

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,17 +76,24 @@ func TestPreviewLifecycle(t *testing.T) {
 		t.Fatalf("another sandbox lists %+v", l)
 	}
 
-	cut := s.Cut(c)
+	cut, done := s.Cut(c)
 	if err := s.Revoke(ctx, boxB, p.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("revoking A's preview through B: %v; want not found", err)
 	}
+	// The request in flight ends a little after its cut; the revocation
+	// answers only once it has.
+	var ended atomic.Bool
+	go func() {
+		<-cut
+		time.Sleep(20 * time.Millisecond)
+		ended.Store(true)
+		done()
+	}()
 	if err := s.Revoke(ctx, boxA, p.ID); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-cut:
-	default:
-		t.Fatal("the requests in flight were not cut at the revocation")
+	if !ended.Load() {
+		t.Fatal("the revocation answered before the request it cut had ended")
 	}
 	_, err = s.Verify(located(t, p.URL, ""))
 	if !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "revoked") {

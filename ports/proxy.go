@@ -137,18 +137,33 @@ func (p *Proxy) Close() {
 	}
 }
 
+// fullClose makes Close end the connection's reads as well. The agent's
+// stream closes only its writing half, the app may still answer; for a
+// WebSocket cut by a revocation or an expiry, the proxy would go on
+// reading the app until the app hung up, and the client's connection
+// would stay open half-closed.
+type fullClose struct{ net.Conn }
+
+func (c fullClose) Close() error {
+	_ = c.Conn.SetReadDeadline(time.Now()) // wakes a read in progress
+	return c.Conn.Close()
+}
+
 // dial connects to the target's port on 127.0.0.1, then on ::1 (a server
 // that listens on "localhost" may have only the IPv6 one).
 func dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	t := ctx.Value(targetKey{}).(*Target)
 	port := strconv.Itoa(t.Port)
 	c, err := t.Dial(ctx, "127.0.0.1:"+port)
-	if err == nil || !refused(err) {
-		return c, err
+	if err == nil {
+		return fullClose{c}, nil
+	}
+	if !refused(err) {
+		return nil, err
 	}
 	c, err6 := t.Dial(ctx, "[::1]:"+port)
 	if err6 == nil {
-		return c, nil
+		return fullClose{c}, nil
 	}
 	if ctx.Err() != nil {
 		return nil, err6
