@@ -1,0 +1,314 @@
+// Package webhooks POSTs sandboxd's lifecycle events to the URLs a tenant
+// configured, signed, at least once, in order per sandbox, never blocking
+// the call that made the event.
+//
+// Goroutines: one per configured endpoint (its worker), started by New and
+// ended by Close. Nothing else runs; Emit only appends to queues.
+//
+// Shutdown order (Close): stop taking events; cancel the attempt in flight
+// (its request's context ends); each worker returns; the events still queued
+// are counted as dropped. Events are held in memory only: a restart loses
+// those not yet delivered (docs/DESIGN.md, Webhooks).
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Event types.
+const (
+	SandboxCreated    = "sandbox.created"
+	SandboxPaused     = "sandbox.paused"
+	SandboxResumed    = "sandbox.resumed"
+	SandboxHibernated = "sandbox.hibernated"
+	SandboxDeleted    = "sandbox.deleted"
+	RunCreated        = "run.created"
+	RunEnded          = "run.ended"
+	QuestionAsked     = "question.asked"
+	QuestionAnswered  = "question.answered"
+)
+
+// Types are every event type, the values a webhook's events may name.
+var Types = []string{SandboxCreated, SandboxPaused, SandboxResumed, SandboxHibernated, SandboxDeleted,
+	RunCreated, RunEnded, QuestionAsked, QuestionAnswered}
+
+// Event is the JSON body of a delivery.
+type Event struct {
+	ID           string    `json:"id"` // unique per event, the same on every attempt
+	Type         string    `json:"type"`
+	Time         time.Time `json:"time"` // when it happened
+	Tenant       string    `json:"tenant"`
+	Sandbox      string    `json:"sandbox,omitempty"`
+	Conversation string    `json:"conversation,omitempty"`
+	Run          string    `json:"run,omitempty"`
+	Question     string    `json:"question,omitempty"`
+	// Reason says why a run ended (the run store's reason).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Endpoint is one configured webhook of a tenant.
+type Endpoint struct {
+	Tenant string
+	URL    string
+	Events []string // empty: every type
+	Secret string
+	// MaxAge is how long an event is retried after it happened; 0 means
+	// the dispatcher's default.
+	MaxAge time.Duration
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxAge     = time.Hour
+	DefaultQueueCap   = 1000
+	DefaultTimeout    = 10 * time.Second
+	DefaultBackoff    = time.Second
+	DefaultMaxBackoff = 5 * time.Minute
+)
+
+// Options tune a Dispatcher; zero fields take the defaults above.
+type Options struct {
+	MaxAge     time.Duration // default max age of an event
+	QueueCap   int           // events queued per endpoint; a full queue drops the new event
+	Timeout    time.Duration // one attempt's deadline
+	Backoff    time.Duration // the first retry's wait; it doubles per attempt
+	MaxBackoff time.Duration // the longest wait between attempts
+	Client     *http.Client
+	Log        *slog.Logger
+	Metrics    *Metrics
+}
+
+// Dispatcher delivers events to the endpoints. Its methods are safe for
+// concurrent use.
+type Dispatcher struct {
+	opts    Options
+	workers []*worker
+	stop    chan struct{}
+	ctx     context.Context // ends at Close: cancels an attempt in flight
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// New starts one worker per endpoint.
+func New(endpoints []Endpoint, o Options) *Dispatcher {
+	if o.MaxAge <= 0 {
+		o.MaxAge = DefaultMaxAge
+	}
+	if o.QueueCap <= 0 {
+		o.QueueCap = DefaultQueueCap
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = DefaultBackoff
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = DefaultMaxBackoff
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics()
+	}
+	d := &Dispatcher{opts: o, stop: make(chan struct{})}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	for _, ep := range endpoints {
+		if ep.MaxAge <= 0 {
+			ep.MaxAge = o.MaxAge
+		}
+		w := &worker{d: d, ep: ep, queue: make(chan Event, o.QueueCap)}
+		d.workers = append(d.workers, w)
+		d.wg.Add(1)
+		go w.run()
+	}
+	return d
+}
+
+// Emit queues ev for every endpoint of its tenant that wants its type. It
+// never blocks: an endpoint whose queue is full drops ev and counts it.
+// ev's ID and Time are filled in when empty.
+func (d *Dispatcher) Emit(ev Event) {
+	if d == nil {
+		return
+	}
+	if ev.ID == "" {
+		ev.ID = newID()
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	select {
+	case <-d.stop:
+		return // stopped: nothing is queued any more
+	default:
+	}
+	for _, w := range d.workers {
+		if w.ep.Tenant != ev.Tenant || (len(w.ep.Events) > 0 && !slices.Contains(w.ep.Events, ev.Type)) {
+			continue
+		}
+		select {
+		case w.queue <- ev:
+			d.opts.Metrics.queue(1)
+		default:
+			d.opts.Metrics.count(OutcomeDropped)
+			d.opts.Log.Warn("a webhook event was dropped: the endpoint's queue is full", "url", w.ep.URL, "type", ev.Type, "cap", d.opts.QueueCap)
+		}
+	}
+}
+
+// Close stops the workers, bounded by ctx; events still queued are dropped
+// and counted.
+func (d *Dispatcher) Close(ctx context.Context) error {
+	if d == nil {
+		return nil
+	}
+	d.once.Do(func() {
+		close(d.stop)
+		d.cancel()
+	})
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("webhook workers still running at the deadline: %w", ctx.Err())
+	}
+	for _, w := range d.workers {
+		for n := len(w.queue); n > 0; n-- {
+			<-w.queue
+			d.opts.Metrics.queue(-1)
+			d.opts.Metrics.count(OutcomeDropped)
+		}
+	}
+	return nil
+}
+
+// worker delivers one endpoint's events one at a time, in the order they
+// were emitted: so a sandbox's later event waits for its earlier one. The
+// cost is that one slow event holds back the endpoint's other sandboxes'.
+type worker struct {
+	d     *Dispatcher
+	ep    Endpoint
+	queue chan Event
+}
+
+func (w *worker) run() {
+	defer w.d.wg.Done()
+	for {
+		select {
+		case <-w.d.stop:
+			return
+		case ev := <-w.queue:
+			w.d.opts.Metrics.queue(-1)
+			w.deliver(ev)
+		}
+	}
+}
+
+// deliver tries ev until it is delivered, it is older than the max age,
+// or the dispatcher stops.
+func (w *worker) deliver(ev Event) {
+	o := w.d.opts
+	body, err := json.Marshal(ev)
+	if err != nil {
+		o.Metrics.count(OutcomeFailed) // an Event always marshals; kept for the record
+		return
+	}
+	for attempt := 0; ; attempt++ {
+		err := w.post(ev, body)
+		if err == nil {
+			o.Metrics.count(OutcomeDelivered)
+			return
+		}
+		if w.d.ctx.Err() != nil {
+			o.Metrics.count(OutcomeDropped) // stopped during the attempt
+			return
+		}
+		wait, ok := NextWait(attempt, time.Since(ev.Time), w.ep.MaxAge, o.Backoff, o.MaxBackoff)
+		if !ok {
+			o.Metrics.count(OutcomeFailed)
+			o.Log.Warn("a webhook event was given up: not delivered within its max age", "url", w.ep.URL,
+				"type", ev.Type, "id", ev.ID, "max_age", w.ep.MaxAge, "err", err)
+			return
+		}
+		o.Metrics.count(OutcomeRetried)
+		o.Log.Info("webhook delivery failed; retrying", "url", w.ep.URL, "type", ev.Type, "id", ev.ID, "in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-w.d.stop:
+			t.Stop()
+			o.Metrics.count(OutcomeDropped)
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// NextWait is the wait before the attempt after attempt (0 is the first)
+// for an event age old: Backoff doubled per attempt, at most maxBackoff,
+// and never past maxAge. ok is false when the event is maxAge old already:
+// it is given up.
+func NextWait(attempt int, age, maxAge, backoff, maxBackoff time.Duration) (wait time.Duration, ok bool) {
+	left := maxAge - age
+	if left <= 0 {
+		return 0, false
+	}
+	wait = backoff
+	for i := 0; i < attempt && wait < maxBackoff; i++ {
+		wait *= 2
+	}
+	return min(wait, maxBackoff, left), true
+}
+
+// post makes one attempt, bounded by the attempt timeout and Close.
+func (w *worker) post(ev Event, body []byte) error {
+	ctx, cancel := context.WithTimeout(w.d.ctx, w.d.opts.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.ep.URL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	ts := time.Now().Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "sandboxd-webhooks")
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(HeaderSignature, Sign(w.ep.Secret, ts, body))
+	req.Header.Set(HeaderEventID, ev.ID)
+	req.Header.Set(HeaderEventType, ev.Type)
+	resp, err := w.d.opts.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	// Read a little so the connection can be reused; the answer's body
+	// means nothing to us.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("the receiver answered %s", resp.Status)
+	}
+	return nil
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "evt_" + hex.EncodeToString(b[:])
+}
