@@ -89,6 +89,11 @@ type Config struct {
 	// Secrets are the credentials of the admin token when no tenants are
 	// configured (a tenant has its own).
 	Secrets []Secret `yaml:"secrets"`
+	// Webhooks get the admin token's lifecycle events when no tenants are
+	// configured (a tenant has its own); WebhooksMaxAge is how long an
+	// event is retried, unless a webhook says (webhooks.go).
+	Webhooks       []Webhook `yaml:"webhooks"`
+	WebhooksMaxAge Duration  `yaml:"webhooks_max_age"`
 
 	// Path is the file this was read from; "" when sandboxd runs without a
 	// config file (which lets the admin token name any host path).
@@ -114,6 +119,8 @@ type Tenant struct {
 	// ReadOnlyRoot makes the tenant's sandboxes' root file systems
 	// read-only unless a request says otherwise.
 	ReadOnlyRoot bool `yaml:"read_only_root"`
+	// Webhooks get this tenant's lifecycle events (webhooks.go).
+	Webhooks []Webhook `yaml:"webhooks"`
 }
 
 // Workers holds the command per worker tier.

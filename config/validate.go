@@ -50,6 +50,9 @@ func (c *Config) Validate() error {
 	if err := c.checkLifecycles(); err != nil {
 		return err
 	}
+	if err := c.checkWebhooks(); err != nil {
+		return err
+	}
 	if err := c.E2B.Check(); err != nil {
 		return err
 	}
