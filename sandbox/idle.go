@@ -231,6 +231,9 @@ func (m *Manager) stepTo(ctx context.Context, info Info, state string, do func()
 		return err
 	}
 	m.log.Info("idle sandbox "+state, "id", info.ID, "tenant", info.Tenant, "conversation", info.Conversation)
+	got := info
+	got.State = state
+	m.changed(got, changeOf(state))
 	return nil
 }
 

@@ -282,6 +282,7 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Info, error) {
 	}
 	if p := m.poolFor(spec); p != nil {
 		if info, ok := m.claim(ctx, p, spec); ok {
+			m.changed(info, ChangeCreated)
 			return info, nil
 		}
 	}
@@ -294,6 +295,7 @@ func (m *Manager) Create(ctx context.Context, spec Spec) (Info, error) {
 	e.lastUsed = m.opts.now()
 	m.mu.Unlock()
 	m.log.Info("sandbox created", "id", info.ID, "tenant", info.Tenant, "conversation", info.Conversation, "image", info.Image)
+	m.changed(info, ChangeCreated)
 	return info, nil
 }
 
@@ -476,8 +478,15 @@ func (m *Manager) remove(ctx context.Context, id string) error {
 		return m.backendErr("remove sandbox "+id, err)
 	}
 	m.mu.Lock()
+	var info Info
+	if e != nil {
+		info = e.info
+	}
 	m.dropLocked(id)
 	m.mu.Unlock()
+	if e != nil {
+		m.changed(info, ChangeDeleted)
+	}
 	return nil
 }
 

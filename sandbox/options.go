@@ -24,6 +24,7 @@ type options struct {
 	reapGate     func(ctx context.Context, info Info) (release func(), ok bool)
 	pools        []PoolSpec
 	lifecycle    func(Info) Lifecycle
+	lifecycleObs LifecycleObserver
 }
 
 func defaultOptions() options {
@@ -141,4 +142,9 @@ func WithPools(specs ...PoolSpec) Option {
 // its own (the deployment's or its tenant's default).
 func WithLifecycle(def func(Info) Lifecycle) Option {
 	return func(o *options) { o.lifecycle = def }
+}
+
+// WithLifecycleObserver tells obs of every sandbox's state changes.
+func WithLifecycleObserver(obs LifecycleObserver) Option {
+	return func(o *options) { o.lifecycleObs = obs }
 }

@@ -111,6 +111,7 @@ func (m *Manager) resumeLocked(ctx context.Context, info Info) (Info, error) {
 		}
 		m.mu.Unlock()
 		m.log.Info("sandbox resumed", "id", info.ID, "conversation", info.Conversation, "from", info.State)
+		m.changed(got, ChangeResumed)
 	}
 	return got, err
 }
@@ -141,6 +142,9 @@ func (m *Manager) transition(ctx context.Context, tenant, id, verb string, do fu
 	}
 	if got.State != before {
 		m.log.Info("sandbox "+verb, "id", id, "conversation", info.Conversation, "from", before, "to", got.State)
+		if got.State != StateRunning { // resumeLocked told of a resume
+			m.changed(got, changeOf(got.State))
+		}
 	}
 	return got, nil
 }
