@@ -44,6 +44,7 @@ type Store struct {
 	max   int
 	now   func() time.Time
 	onEnd func(run tools.Run, reason string)
+	onNew func(run tools.Run)
 
 	file      string      // the run file ("" keeps runs in memory only)
 	onSaveErr func(error) // hears of a failed write of the run file
@@ -99,6 +100,12 @@ func WithEndHook(f func(run tools.Run, reason string)) Option {
 	return func(s *Store) { s.onEnd = f }
 }
 
+// WithCreateHook is called, outside the store's lock, for every run
+// Create made (not for runs restored by Load): the webhooks hang off it.
+func WithCreateHook(f func(run tools.Run)) Option {
+	return func(s *Store) { s.onNew = f }
+}
+
 // New returns an empty store.
 func New(opts ...Option) *Store {
 	s := &Store{
@@ -139,6 +146,9 @@ func (s *Store) Create(ctx context.Context, run tools.Run) (tools.Run, error) {
 		// have counted one of them twice (in the records and as reserved):
 		// once they are written it is asked again.
 		if !inFlight || !errors.Is(err, errdefs.ErrResourceExhausted) || attempt == limitRetries || ctx.Err() != nil {
+			if err == nil && s.onNew != nil {
+				s.onNew(out)
+			}
 			return out, err
 		}
 		time.Sleep(limitRetryWait)
