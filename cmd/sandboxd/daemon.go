@@ -26,6 +26,7 @@ import (
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/family"
+	"github.com/sandboxd/sandboxd/webhooks"
 )
 
 // The daemon starts in phases, each a type made by the one before, so the
@@ -87,9 +88,10 @@ type leaves struct {
 	runEnded  *runEndFanout
 	mgr       *sandbox.Manager
 	registry  *tools.Registry
-	setup     *family.Setup // what the families left for the edges
-	attach    attachHooks   // what runs on every new agent pipe
-	e2b       *e2b.Handler  // the E2B API; nil when the config turns it off
+	setup     *family.Setup        // what the families left for the edges
+	attach    attachHooks          // what runs on every new agent pipe
+	e2b       *e2b.Handler         // the E2B API; nil when the config turns it off
+	hooks     *webhooks.Dispatcher // nil without webhooks
 
 	closers []func() // what close runs, in reverse order
 }
@@ -130,7 +132,13 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 
 	lv.reg = prometheus.NewRegistry()
 	lv.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The webhooks start before what feeds them and close after it.
+	if lv.hooks, err = startWebhooks(cfg, lv.reg, log); err != nil {
+		return nil, fmt.Errorf("the webhook metrics cannot be registered: %w", err)
+	}
+	lv.onClose(func() { closeWebhooks(lv.hooks, log) })
 	lv.runEnded = &runEndFanout{}
+	lv.runEnded.add(runEndedEvent(lv.hooks))
 	lv.runEnded.add(func(r tools.Run, reason string) {
 		log.Info("run ended", "run", r.ID, "tenant", r.Tenant, "conversation", r.Conversation, "reason", reason)
 	})
@@ -140,7 +148,7 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 		keep = runstore.WithRecords(lv.rep.records, func(err error) { log.Warn("a run record was not written", "err", err) })
 	}
 	lv.runs = runstore.New(runstore.WithTTL(cfg.RunTTL.D()), runstore.WithMaxPerTenant(cfg.MaxRunsPerTenant), keep,
-		runstore.WithEndHook(lv.runEnded.ended))
+		runstore.WithEndHook(lv.runEnded.ended), runstore.WithCreateHook(runCreatedEvent(lv.hooks)))
 	if n, err := lv.runs.Load(); err != nil {
 		log.Warn("runs of the previous start are not restored", "err", err)
 	} else if n > 0 {
@@ -153,7 +161,7 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 
 	pools := poolSpecs(cfg, lv.backend.Name())
 	mgrOpts := []sandbox.Option{sandbox.WithIdleTTL(cfg.IdleTTL.D()), sandbox.WithLogger(log), sandbox.WithObserver(lv.metrics),
-		sandbox.WithPools(pools...), sandbox.WithAttachHook(lv.attach.run),
+		sandbox.WithPools(pools...), sandbox.WithAttachHook(lv.attach.run), sandbox.WithLifecycleObserver(sandboxEvents{lv.hooks}),
 		sandbox.WithLifecycle(func(info sandbox.Info) sandbox.Lifecycle { return lifecycleFor(cfg, info.Tenant) })}
 	if lv.rep != nil {
 		lv.attach.claim = lv.rep.claim

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/webhooks"
+)
+
+// webhookCloseTimeout bounds the dispatcher's shutdown: the attempt in
+// flight is cancelled, so this is only the workers noticing.
+const webhookCloseTimeout = 5 * time.Second
+
+// startWebhooks registers the deliveries' series (at zero, also with no
+// webhook configured) and starts the dispatcher; nil when no webhook is
+// configured, whose Emit does nothing.
+func startWebhooks(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*webhooks.Dispatcher, error) {
+	m := webhooks.NewMetrics()
+	if err := reg.Register(m); err != nil {
+		return nil, err
+	}
+	eps := cfg.WebhookEndpoints(api.AdminTenantName)
+	if len(eps) == 0 {
+		return nil, nil
+	}
+	log.Info("webhooks configured", "endpoints", len(eps))
+	return webhooks.New(eps, webhooks.Options{MaxAge: cfg.WebhooksMaxAge.D(), Metrics: m, Log: log}), nil
+}
+
+// closeWebhooks stops the dispatcher; what is still queued is counted as
+// dropped (events are held in memory only).
+func closeWebhooks(d *webhooks.Dispatcher, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), webhookCloseTimeout)
+	defer cancel()
+	if err := d.Close(ctx); err != nil {
+		log.Warn("webhooks did not stop cleanly", "err", err)
+	}
+}
+
+// sandboxEvents turns the manager's lifecycle changes into events.
+type sandboxEvents struct{ d *webhooks.Dispatcher }
+
+var _ sandbox.LifecycleObserver = sandboxEvents{}
+
+func (s sandboxEvents) SandboxChanged(info sandbox.Info, change string) {
+	s.d.Emit(webhooks.Event{Type: "sandbox." + change, Tenant: info.Tenant, Sandbox: info.ID, Conversation: info.Conversation})
+}
+
+func runCreatedEvent(d *webhooks.Dispatcher) func(tools.Run) {
+	return func(r tools.Run) {
+		d.Emit(webhooks.Event{Type: webhooks.RunCreated, Tenant: r.Tenant, Conversation: r.Conversation, Run: r.ID})
+	}
+}
+
+func runEndedEvent(d *webhooks.Dispatcher) func(tools.Run, string) {
+	return func(r tools.Run, reason string) {
+		d.Emit(webhooks.Event{Type: webhooks.RunEnded, Tenant: r.Tenant, Conversation: r.Conversation, Run: r.ID, Reason: reason})
+	}
+}
