@@ -43,6 +43,8 @@ type Port struct {
 	order    []string               // resolved ids, oldest first (bounded)
 	spaces   map[spaceKey]map[*Subscription]struct{}
 	closed   bool
+
+	observe func(tenant string, q Question, r *Resolution) // nil: none
 }
 
 type spaceKey struct{ tenant, space string }
@@ -92,6 +94,14 @@ func WithMaxPending(n int) PortOption {
 			p.maxPending = n
 		}
 	}
+}
+
+// WithObserver hears every question asked (r nil) and resolved (r its
+// resolution: answered, skipped, expired, withdrawn or canceled). It is
+// called with the port's lock held, so a question's resolution comes after
+// its asking; it must not block. The webhooks hang off it.
+func WithObserver(f func(tenant string, q Question, r *Resolution)) PortOption {
+	return func(p *Port) { p.observe = f }
 }
 
 // New returns an empty port.
@@ -167,6 +177,9 @@ func (p *Port) Ask(ctx context.Context, tenant string, q Question, expiry time.D
 	p.pending[q.ID] = e
 	e.timer = time.AfterFunc(expiry, func() { p.resolve(q.ID, Resolution{Status: StatusExpired}) })
 	p.publishLocked(key, Event{Type: EventQuestion, Question: &q})
+	if p.observe != nil {
+		p.observe(tenant, q, nil)
+	}
 	p.mu.Unlock()
 
 	select {
@@ -294,6 +307,9 @@ func (p *Port) resolveLocked(e *entry, r Resolution) {
 		p.order = p.order[1:]
 	}
 	p.publishLocked(spaceKey{e.tenant, e.q.Space}, Event{Type: EventResolved, Resolved: &r})
+	if p.observe != nil {
+		p.observe(e.tenant, e.q, &r)
+	}
 }
 
 // PendingByKind counts the questions waiting for an answer, by kind

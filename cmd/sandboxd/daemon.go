@@ -193,7 +193,7 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 	}
 
 	lv.registry = tools.NewRegistry(tools.WithObserver(lv.metrics), tools.WithLogger(log))
-	setup := &family.Setup{Config: cfg, Log: log, DataDir: f.dataDir, AgentBinary: agentBin, Tools: lv.registry, Runs: lv.runs,
+	setup := &family.Setup{Config: cfg, Log: log, DataDir: f.dataDir, AgentBinary: agentBin, Tools: lv.registry, Runs: lv.runs, Webhooks: lv.hooks,
 		Annotate: func(ctx context.Context, info sandbox.Info, key, value string) error {
 			return lv.mgr.Annotate(ctx, info.Tenant, info.ID, key, value)
 		}}

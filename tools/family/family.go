@@ -35,6 +35,7 @@ import (
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
+	"github.com/sandboxd/sandboxd/webhooks"
 )
 
 // Family is one tool family's lifecycle. Embed Base for the phases a
@@ -97,6 +98,9 @@ type Setup struct {
 	// Annotate sets a label on a sandbox after creation where the backend
 	// can (sandbox.Annotator); sandbox.ErrNoAnnotations where it cannot.
 	Annotate func(ctx context.Context, info sandbox.Info, key, value string) error
+	// Webhooks takes the families' lifecycle events (questions); nil
+	// without webhooks, and its Emit is safe on nil.
+	Webhooks *webhooks.Dispatcher
 
 	envHooks    []EnvHook
 	services    []any
