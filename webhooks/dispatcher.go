@@ -6,9 +6,10 @@
 // ended by Close. Nothing else runs; Emit only appends to queues.
 //
 // Shutdown order (Close): stop taking events; cancel the attempt in flight
-// (its request's context ends); each worker returns; the events still queued
-// are counted as dropped. Events are held in memory only: a restart loses
-// those not yet delivered (docs/DESIGN.md, Webhooks).
+// (its request's context ends); each worker returns; the events not yet
+// delivered are written to the spool (Options.SpoolDir), which the next
+// New queues first, or without a spool counted as dropped. A kill loses
+// the queued events (docs/DESIGN.md, Webhooks).
 package webhooks
 
 import (
@@ -85,9 +86,12 @@ type Options struct {
 	Timeout    time.Duration // one attempt's deadline
 	Backoff    time.Duration // the first retry's wait; it doubles per attempt
 	MaxBackoff time.Duration // the longest wait between attempts
-	Client     *http.Client
-	Log        *slog.Logger
-	Metrics    *Metrics
+	// SpoolDir keeps the events not delivered at Close, a file per
+	// endpoint, for the next New with the same endpoint; "" drops them.
+	SpoolDir string
+	Client   *http.Client
+	Log      *slog.Logger
+	Metrics  *Metrics
 }
 
 // Dispatcher delivers events to the endpoints. Its methods are safe for
@@ -135,6 +139,7 @@ func New(endpoints []Endpoint, o Options) *Dispatcher {
 			ep.MaxAge = o.MaxAge
 		}
 		w := &worker{d: d, ep: ep, queue: make(chan Event, o.QueueCap)}
+		d.restore(w)
 		d.workers = append(d.workers, w)
 		d.wg.Add(1)
 		go w.run()
@@ -192,11 +197,12 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		return fmt.Errorf("webhook workers still running at the deadline: %w", ctx.Err())
 	}
 	for _, w := range d.workers {
+		left := w.left
 		for n := len(w.queue); n > 0; n-- {
-			<-w.queue
+			left = append(left, <-w.queue)
 			d.opts.Metrics.queue(-1)
-			d.opts.Metrics.count(OutcomeDropped)
 		}
+		d.keep(w, left)
 	}
 	return nil
 }
@@ -208,6 +214,7 @@ type worker struct {
 	d     *Dispatcher
 	ep    Endpoint
 	queue chan Event
+	left  []Event // the event in flight when the dispatcher stopped; read by Close after the worker ends
 }
 
 func (w *worker) run() {
@@ -239,7 +246,7 @@ func (w *worker) deliver(ev Event) {
 			return
 		}
 		if w.d.ctx.Err() != nil {
-			o.Metrics.count(OutcomeDropped) // stopped during the attempt
+			w.left = append(w.left, ev) // stopped during the attempt
 			return
 		}
 		wait, ok := NextWait(attempt, time.Since(ev.Time), w.ep.MaxAge, o.Backoff, o.MaxBackoff)
@@ -255,7 +262,7 @@ func (w *worker) deliver(ev Event) {
 		select {
 		case <-w.d.stop:
 			t.Stop()
-			o.Metrics.count(OutcomeDropped)
+			w.left = append(w.left, ev)
 			return
 		case <-t.C:
 		}

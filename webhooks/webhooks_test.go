@@ -231,3 +231,36 @@ func waitCount(t *testing.T, m *Metrics, outcome string, want float64) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestSpoolKeepsEventsAcrossClose(t *testing.T) {
+	spool := t.TempDir()
+	var up sync.Mutex
+	down := true
+	rec, srv := newReceiver(t, "k", func(Event, int) bool { up.Lock(); defer up.Unlock(); return down })
+	m := NewMetrics()
+	ep := Endpoint{Tenant: "acme", URL: srv.URL, Secret: "k"}
+	d := New([]Endpoint{ep}, Options{Backoff: time.Hour, SpoolDir: spool, Metrics: m})
+	types := []string{SandboxCreated, SandboxPaused, SandboxDeleted}
+	for _, typ := range types {
+		d.Emit(Event{Type: typ, Tenant: "acme", Sandbox: "sb1"})
+	}
+	// The first attempt fails and waits an hour; the others stay queued.
+	waitCount(t, m, OutcomeRetried, 1)
+	if err := d.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	up.Lock()
+	down = false
+	up.Unlock()
+	d2 := New([]Endpoint{ep}, Options{SpoolDir: spool, Metrics: m})
+	defer d2.Close(context.Background())
+	got := rec.waitFor(len(types))
+	for i, ev := range got {
+		if ev.Type != types[i] {
+			t.Errorf("event %d after the restart is %s, want %s", i, ev.Type, types[i])
+		}
+	}
+	if v := testutil.ToFloat64(m.deliveries.WithLabelValues(OutcomeDropped)); v != 0 {
+		t.Errorf("dropped = %v, want 0 (the spool kept them)", v)
+	}
+}

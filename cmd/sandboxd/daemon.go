@@ -133,7 +133,7 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 	lv.reg = prometheus.NewRegistry()
 	lv.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The webhooks start before what feeds them and close after it.
-	if lv.hooks, err = startWebhooks(cfg, lv.reg, log); err != nil {
+	if lv.hooks, err = startWebhooks(cfg, f.dataDir, lv.reg, log); err != nil {
 		return nil, fmt.Errorf("the webhook metrics cannot be registered: %w", err)
 	}
 	lv.onClose(func() { closeWebhooks(lv.hooks, log) })

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +22,7 @@ const webhookCloseTimeout = 5 * time.Second
 // startWebhooks registers the deliveries' series (at zero, also with no
 // webhook configured) and starts the dispatcher; nil when no webhook is
 // configured, whose Emit does nothing.
-func startWebhooks(cfg *config.Config, reg prometheus.Registerer, log *slog.Logger) (*webhooks.Dispatcher, error) {
+func startWebhooks(cfg *config.Config, dataDir string, reg prometheus.Registerer, log *slog.Logger) (*webhooks.Dispatcher, error) {
 	m := webhooks.NewMetrics()
 	if err := reg.Register(m); err != nil {
 		return nil, err
@@ -31,11 +32,12 @@ func startWebhooks(cfg *config.Config, reg prometheus.Registerer, log *slog.Logg
 		return nil, nil
 	}
 	log.Info("webhooks configured", "endpoints", len(eps))
-	return webhooks.New(eps, webhooks.Options{MaxAge: cfg.WebhooksMaxAge.D(), Metrics: m, Log: log}), nil
+	return webhooks.New(eps, webhooks.Options{MaxAge: cfg.WebhooksMaxAge.D(), Metrics: m, Log: log,
+		SpoolDir: filepath.Join(dataDir, "webhooks")}), nil
 }
 
-// closeWebhooks stops the dispatcher; what is still queued is counted as
-// dropped (events are held in memory only).
+// closeWebhooks stops the dispatcher; what is not delivered yet goes to
+// DATA_DIR/webhooks for the next start.
 func closeWebhooks(d *webhooks.Dispatcher, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), webhookCloseTimeout)
 	defer cancel()
