@@ -26,9 +26,10 @@ const webhookOutage = 30 * time.Second
 
 // TestWebhooksDocker drives a create, pause, resume, delete sequence of two
 // sandboxes and a run through the real daemon while the webhook receiver
-// is down, and checks what a receiver's owner would: afterwards it has
-// every event, in order per sandbox, each signature valid under the
-// configured secret (and none under another).
+// is down, restarts the daemon while it is still down, and checks what a
+// receiver's owner would: afterwards it has every event, in order per
+// sandbox, each signature valid under the configured secret (and none
+// under another).
 func TestWebhooksDocker(t *testing.T) {
 	if os.Getenv("SANDBOXD_TEST_DOCKER") != "1" {
 		t.Skip("set SANDBOXD_TEST_DOCKER=1 to run against the Docker engine")
@@ -76,6 +77,12 @@ func TestWebhooksDocker(t *testing.T) {
 	}
 	if rec.refused.Load() == 0 {
 		t.Fatal("the receiver refused nothing: the sequence finished after the outage, so it tests no retry")
+	}
+	// A clean restart during the outage: the events not delivered yet are
+	// spooled in DATA_DIR/webhooks and sent after the start.
+	d.restart()
+	if time.Now().After(rec.upAt) {
+		t.Fatal("the restart ended after the outage, so it tests no spool")
 	}
 
 	want := []string{webhooks.SandboxCreated, webhooks.SandboxPaused, webhooks.SandboxResumed, webhooks.SandboxDeleted}
