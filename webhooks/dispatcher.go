@@ -104,6 +104,9 @@ type Dispatcher struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	once    sync.Once
+	// emitting is held shared by Emit while it queues and taken by Close
+	// to stop: no event is queued after Close has drained the queues.
+	emitting sync.RWMutex
 }
 
 // New starts one worker per endpoint.
@@ -160,6 +163,8 @@ func (d *Dispatcher) Emit(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
 	}
+	d.emitting.RLock()
+	defer d.emitting.RUnlock()
 	select {
 	case <-d.stop:
 		return // stopped: nothing is queued any more
@@ -186,7 +191,9 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		return nil
 	}
 	d.once.Do(func() {
+		d.emitting.Lock()
 		close(d.stop)
+		d.emitting.Unlock()
 		d.cancel()
 	})
 	done := make(chan struct{})
