@@ -113,6 +113,12 @@ func TestMetricsFirstScrape(t *testing.T) {
 			if _, ok := sampleValue(t, first, "sandboxd_audit_records_written_total", map[string]string{"kind": "tool"}); !ok {
 				t.Errorf("first scrape: sandboxd_audit_records_written_total{kind=\"tool\"} is missing")
 			}
+			// The webhooks' series too, with no webhook configured.
+			for _, outcome := range []string{"delivered", "retried", "failed", "dropped"} {
+				if v, ok := sampleValue(t, first, "sandboxd_webhook_deliveries_total", map[string]string{"outcome": outcome}); !ok || v != 0 {
+					t.Errorf("first scrape: sandboxd_webhook_deliveries_total{outcome=%q} = %v (present %v), want 0", outcome, v, ok)
+				}
+			}
 			problems, err := chart.CheckScrape(qs, first)
 			if err != nil {
 				t.Fatal(err)
