@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/events"
 	"github.com/sandboxd/sandboxd/webhooks"
 )
 
@@ -26,7 +27,8 @@ const webhookOutage = 30 * time.Second
 
 // TestWebhooksDocker drives a create, pause, resume, delete sequence of two
 // sandboxes and a run through the real daemon while the webhook receiver
-// is down, restarts the daemon while it is still down, and checks what a
+// is down, kills the daemon with -9 while it is still down and starts it
+// again, and checks what a
 // receiver's owner would: afterwards it has every event, in order per
 // sandbox, each signature valid under the configured secret (and none
 // under another).
@@ -78,14 +80,15 @@ func TestWebhooksDocker(t *testing.T) {
 	if rec.refused.Load() == 0 {
 		t.Fatal("the receiver refused nothing: the sequence finished after the outage, so it tests no retry")
 	}
-	// A clean restart during the outage: the events not delivered yet are
-	// spooled in DATA_DIR/webhooks and sent after the start.
-	d.restart()
+	// sandboxd killed with -9 during the outage: the events not delivered
+	// yet are in its journal in DATA_DIR/webhooks and sent after the start.
+	d.kill()
+	d.start()
 	if time.Now().After(rec.upAt) {
-		t.Fatal("the restart ended after the outage, so it tests no spool")
+		t.Fatal("the restart ended after the outage, so it tests no journal")
 	}
 
-	want := []string{webhooks.SandboxCreated, webhooks.SandboxPaused, webhooks.SandboxResumed, webhooks.SandboxDeleted}
+	want := []string{events.SandboxCreated, events.SandboxPaused, events.SandboxResumed, events.SandboxDeleted}
 	got := rec.waitFor(t, 2*len(want)+2, webhookOutage+90*time.Second)
 	for _, id := range []string{a.ID, b.ID} {
 		var types []string
@@ -107,7 +110,7 @@ func TestWebhooksDocker(t *testing.T) {
 			runTypes = append(runTypes, ev.Type)
 		}
 	}
-	if !slices.Equal(runTypes, []string{webhooks.RunCreated, webhooks.RunEnded}) {
+	if !slices.Equal(runTypes, []string{events.RunCreated, events.RunEnded}) {
 		t.Errorf("the run's events arrived as %v, want run.created then run.ended", runTypes)
 	}
 	if n := rec.badSignatures.Load(); n != 0 {
@@ -132,7 +135,7 @@ type hookReceiver struct {
 
 	mu   sync.Mutex // guards seen, got
 	seen map[string]bool
-	got  []webhooks.Event
+	got  []events.Event
 }
 
 func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -155,7 +158,7 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if webhooks.Verify("another-secret", ts, sig, body) {
 		h.otherSecretVerified.Store(true)
 	}
-	var ev webhooks.Event
+	var ev events.Event
 	if err := json.Unmarshal(body, &ev); err != nil || ev.ID != r.Header.Get(webhooks.HeaderEventID) {
 		h.t.Errorf("delivery %s is not an event with its id header (%v)", body, err)
 	}
@@ -171,12 +174,12 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *hookReceiver) waitFor(t *testing.T, n int, within time.Duration) []webhooks.Event {
+func (h *hookReceiver) waitFor(t *testing.T, n int, within time.Duration) []events.Event {
 	t.Helper()
-	var got []webhooks.Event
+	var got []events.Event
 	waitFor(t, within, fmt.Sprintf("%d webhook events", n), func() error {
 		h.mu.Lock()
-		got = append([]webhooks.Event(nil), h.got...)
+		got = append([]events.Event(nil), h.got...)
 		h.mu.Unlock()
 		if len(got) < n {
 			return fmt.Errorf("%d received", len(got))

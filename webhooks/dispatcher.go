@@ -5,18 +5,20 @@
 // Goroutines: one per configured endpoint (its worker), started by New and
 // ended by Close. Nothing else runs; Emit only appends to queues.
 //
+// Durability: with Options.JournalDir each endpoint's events are written
+// to its journal before they are queued and marked there once delivered
+// or given up, so the next New queues again what a stop or a kill of the
+// process left (docs/DESIGN.md, Webhooks).
+//
 // Shutdown order (Close): stop taking events; cancel the attempt in flight
-// (its request's context ends); each worker returns; the events not yet
-// delivered are written to the spool (Options.SpoolDir), which the next
-// New queues first, or without a spool counted as dropped. A kill loses
-// the queued events (docs/DESIGN.md, Webhooks).
+// (its request's context ends); each worker returns; the journals are
+// closed with what is not delivered still in them, or without a journal
+// the events still queued are counted as dropped.
 package webhooks
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,38 +28,14 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sandboxd/sandboxd/events"
 )
 
-// Event types.
-const (
-	SandboxCreated    = "sandbox.created"
-	SandboxPaused     = "sandbox.paused"
-	SandboxResumed    = "sandbox.resumed"
-	SandboxHibernated = "sandbox.hibernated"
-	SandboxDeleted    = "sandbox.deleted"
-	RunCreated        = "run.created"
-	RunEnded          = "run.ended"
-	QuestionAsked     = "question.asked"
-	QuestionAnswered  = "question.answered"
-)
-
-// Types are every event type, the values a webhook's events may name.
-var Types = []string{SandboxCreated, SandboxPaused, SandboxResumed, SandboxHibernated, SandboxDeleted,
-	RunCreated, RunEnded, QuestionAsked, QuestionAnswered}
-
-// Event is the JSON body of a delivery.
-type Event struct {
-	ID           string    `json:"id"` // unique per event, the same on every attempt
-	Type         string    `json:"type"`
-	Time         time.Time `json:"time"` // when it happened
-	Tenant       string    `json:"tenant"`
-	Sandbox      string    `json:"sandbox,omitempty"`
-	Conversation string    `json:"conversation,omitempty"`
-	Run          string    `json:"run,omitempty"`
-	Question     string    `json:"question,omitempty"`
-	// Reason says why a run ended (the run store's reason).
-	Reason string `json:"reason,omitempty"`
-}
+// Types are the event types a webhook is sent, the values its events may
+// name; the others (previews, egress decisions) go to the audit record only.
+var Types = []string{events.SandboxCreated, events.SandboxPaused, events.SandboxResumed, events.SandboxHibernated,
+	events.SandboxDeleted, events.RunCreated, events.RunEnded, events.QuestionAsked, events.QuestionAnswered}
 
 // Endpoint is one configured webhook of a tenant.
 type Endpoint struct {
@@ -86,9 +64,10 @@ type Options struct {
 	Timeout    time.Duration // one attempt's deadline
 	Backoff    time.Duration // the first retry's wait; it doubles per attempt
 	MaxBackoff time.Duration // the longest wait between attempts
-	// SpoolDir keeps the events not delivered at Close, a file per
-	// endpoint, for the next New with the same endpoint; "" drops them.
-	SpoolDir string
+	// JournalDir keeps each endpoint's events until they are delivered,
+	// a file per endpoint, for the next New with the same endpoint to
+	// send what is left; "" keeps them in memory only.
+	JournalDir string
 	Client   *http.Client
 	Log      *slog.Logger
 	Metrics  *Metrics
@@ -141,7 +120,7 @@ func New(endpoints []Endpoint, o Options) *Dispatcher {
 		if ep.MaxAge <= 0 {
 			ep.MaxAge = o.MaxAge
 		}
-		w := &worker{d: d, ep: ep, queue: make(chan Event, o.QueueCap)}
+		w := &worker{d: d, ep: ep, queue: make(chan queued, o.QueueCap)}
 		d.restore(w)
 		d.workers = append(d.workers, w)
 		d.wg.Add(1)
@@ -150,15 +129,17 @@ func New(endpoints []Endpoint, o Options) *Dispatcher {
 	return d
 }
 
-// Emit queues ev for every endpoint of its tenant that wants its type. It
-// never blocks: an endpoint whose queue is full drops ev and counts it.
-// ev's ID and Time are filled in when empty.
-func (d *Dispatcher) Emit(ev Event) {
-	if d == nil {
+var _ events.Sink = (*Dispatcher)(nil)
+
+// Emit queues ev for every endpoint of its tenant that wants its type (one
+// of Types). It never blocks: an endpoint whose queue is full drops ev and
+// counts it. ev's ID and Time are filled in when empty.
+func (d *Dispatcher) Emit(ev events.Event) {
+	if d == nil || !slices.Contains(Types, ev.Type) {
 		return
 	}
 	if ev.ID == "" {
-		ev.ID = newID()
+		ev.ID = events.NewID()
 	}
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
@@ -174,18 +155,13 @@ func (d *Dispatcher) Emit(ev Event) {
 		if w.ep.Tenant != ev.Tenant || (len(w.ep.Events) > 0 && !slices.Contains(w.ep.Events, ev.Type)) {
 			continue
 		}
-		select {
-		case w.queue <- ev:
-			d.opts.Metrics.queue(1)
-		default:
-			d.opts.Metrics.count(OutcomeDropped)
-			d.opts.Log.Warn("a webhook event was dropped: the endpoint's queue is full", "url", w.ep.URL, "type", ev.Type, "cap", d.opts.QueueCap)
-		}
+		w.enqueue(ev)
 	}
 }
 
-// Close stops the workers, bounded by ctx; events still queued are dropped
-// and counted.
+// Close stops the workers, bounded by ctx. Events not delivered stay in
+// their journal for the next start; those without one are counted as
+// dropped.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	if d == nil {
 		return nil
@@ -204,12 +180,19 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		return fmt.Errorf("webhook workers still running at the deadline: %w", ctx.Err())
 	}
 	for _, w := range d.workers {
-		left := w.left
 		for n := len(w.queue); n > 0; n-- {
-			left = append(left, <-w.queue)
+			q := <-w.queue
 			d.opts.Metrics.queue(-1)
+			if !q.kept {
+				d.opts.Metrics.count(OutcomeDropped)
+			}
 		}
-		d.keep(w, left)
+		for range w.lost {
+			d.opts.Metrics.count(OutcomeDropped)
+		}
+		if w.j != nil {
+			w.j.close()
+		}
 	}
 	return nil
 }
@@ -220,8 +203,45 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 type worker struct {
 	d     *Dispatcher
 	ep    Endpoint
-	queue chan Event
-	left  []Event // the event in flight when the dispatcher stopped; read by Close after the worker ends
+	queue chan queued
+	j     *journal // nil without a journal dir, or when it cannot be opened
+
+	// mu orders enqueue's journal line and its send: an event is in the
+	// journal before the worker can take it, and the queue's free room
+	// checked under it stays free until the send.
+	mu sync.Mutex
+	// lost counts the events not in the journal whose attempt the
+	// dispatcher's stop cut; read by Close after the worker ended.
+	lost int
+}
+
+// queued is an event on a worker's queue; kept says its journal has it.
+type queued struct {
+	ev   events.Event
+	kept bool
+}
+
+// enqueue writes ev to the journal and queues it, or drops and counts it
+// when the queue is full. It never waits for the worker.
+func (w *worker) enqueue(ev events.Event) {
+	o := w.d.opts
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queue) == cap(w.queue) {
+		o.Metrics.count(OutcomeDropped)
+		o.Log.Warn("a webhook event was dropped: the endpoint's queue is full", "url", w.ep.URL, "type", ev.Type, "cap", o.QueueCap)
+		return
+	}
+	q := queued{ev: ev}
+	if w.j != nil {
+		if err := w.j.add(ev); err != nil {
+			o.Log.Warn("a webhook event is not journaled; a stop before its delivery loses it", "url", w.ep.URL, "type", ev.Type, "err", err)
+		} else {
+			q.kept = true
+		}
+	}
+	w.queue <- q
+	o.Metrics.queue(1)
 }
 
 func (w *worker) run() {
@@ -229,39 +249,51 @@ func (w *worker) run() {
 	for {
 		select {
 		case <-w.d.stop:
+			return // before taking another event, whatever is queued
+		default:
+		}
+		select {
+		case <-w.d.stop:
 			return
-		case ev := <-w.queue:
+		case q := <-w.queue:
 			w.d.opts.Metrics.queue(-1)
-			w.deliver(ev)
+			finished := w.deliver(q.ev)
+			switch {
+			case !finished && !q.kept:
+				w.lost++
+			case finished && q.kept:
+				if err := w.j.done(q.ev.ID); err != nil {
+					w.d.opts.Log.Warn("a delivered webhook event is not marked in the journal; it may be sent again after a restart", "url", w.ep.URL, "id", q.ev.ID, "err", err)
+				}
+			}
 		}
 	}
 }
 
 // deliver tries ev until it is delivered, it is older than the max age,
-// or the dispatcher stops.
-func (w *worker) deliver(ev Event) {
+// or the dispatcher stops; finished is false in the last case only.
+func (w *worker) deliver(ev events.Event) (finished bool) {
 	o := w.d.opts
 	body, err := json.Marshal(ev)
 	if err != nil {
 		o.Metrics.count(OutcomeFailed) // an Event always marshals; kept for the record
-		return
+		return true
 	}
 	for attempt := 0; ; attempt++ {
 		err := w.post(ev, body)
 		if err == nil {
 			o.Metrics.count(OutcomeDelivered)
-			return
+			return true
 		}
 		if w.d.ctx.Err() != nil {
-			w.left = append(w.left, ev) // stopped during the attempt
-			return
+			return false // stopped during the attempt
 		}
 		wait, ok := NextWait(attempt, time.Since(ev.Time), w.ep.MaxAge, o.Backoff, o.MaxBackoff)
 		if !ok {
 			o.Metrics.count(OutcomeFailed)
 			o.Log.Warn("a webhook event was given up: not delivered within its max age", "url", w.ep.URL,
 				"type", ev.Type, "id", ev.ID, "max_age", w.ep.MaxAge, "err", err)
-			return
+			return true
 		}
 		o.Metrics.count(OutcomeRetried)
 		o.Log.Info("webhook delivery failed; retrying", "url", w.ep.URL, "type", ev.Type, "id", ev.ID, "in", wait, "err", err)
@@ -269,8 +301,7 @@ func (w *worker) deliver(ev Event) {
 		select {
 		case <-w.d.stop:
 			t.Stop()
-			w.left = append(w.left, ev)
-			return
+			return false
 		case <-t.C:
 		}
 	}
@@ -293,7 +324,7 @@ func NextWait(attempt int, age, maxAge, backoff, maxBackoff time.Duration) (wait
 }
 
 // post makes one attempt, bounded by the attempt timeout and Close.
-func (w *worker) post(ev Event, body []byte) error {
+func (w *worker) post(ev events.Event, body []byte) error {
 	ctx, cancel := context.WithTimeout(w.d.ctx, w.d.opts.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.ep.URL, bytes.NewReader(body))
@@ -321,8 +352,3 @@ func (w *worker) post(ev Event, body []byte) error {
 	return nil
 }
 
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "evt_" + hex.EncodeToString(b[:])
-}

@@ -8,7 +8,7 @@ const (
 	OutcomeDelivered = "delivered" // the receiver answered 2xx
 	OutcomeRetried   = "retried"   // an attempt failed; another follows after a backoff
 	OutcomeFailed    = "failed"    // the event was older than its max age and is given up
-	OutcomeDropped   = "dropped"   // the endpoint's queue was full, or it could not be spooled at shutdown
+	OutcomeDropped   = "dropped"   // the endpoint's queue was full, or it was in memory only at shutdown
 )
 
 // Metrics are the deliveries' series, at zero from the first scrape also
@@ -25,7 +25,7 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sandboxd_webhook_deliveries_total",
 			Help: "Webhook deliveries by outcome: delivered (2xx), retried (an attempt failed and is retried), " +
-				"failed (given up at the max age), dropped (the queue was full, or the event could not be spooled at shutdown)."}, []string{"outcome"}),
+				"failed (given up at the max age), dropped (the queue was full, or the event was held in memory only at shutdown)."}, []string{"outcome"}),
 		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sandboxd_webhook_queued_events",
 			Help: "Events waiting for delivery, all endpoints together."}, nil),
 	}

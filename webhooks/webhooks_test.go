@@ -6,12 +6,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sandboxd/sandboxd/events"
 )
 
 func TestSignVerify(t *testing.T) {
@@ -70,13 +74,13 @@ type receiver struct {
 	t      *testing.T
 	secret string
 	mu     sync.Mutex
-	got    []Event
+	got    []events.Event
 	tries  map[string]int
-	fail   func(ev Event, try int) bool
+	fail   func(ev events.Event, try int) bool
 	notify chan struct{}
 }
 
-func newReceiver(t *testing.T, secret string, fail func(Event, int) bool) (*receiver, *httptest.Server) {
+func newReceiver(t *testing.T, secret string, fail func(events.Event, int) bool) (*receiver, *httptest.Server) {
 	r := &receiver{t: t, secret: secret, tries: map[string]int{}, fail: fail, notify: make(chan struct{}, 100)}
 	srv := httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(srv.Close)
@@ -90,7 +94,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
-	var ev Event
+	var ev events.Event
 	if err := json.Unmarshal(body, &ev); err != nil || ev.ID != req.Header.Get(HeaderEventID) {
 		r.t.Errorf("body %s does not match its event id header (%v)", body, err)
 	}
@@ -111,11 +115,11 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-func (r *receiver) waitFor(n int) []Event {
+func (r *receiver) waitFor(n int) []events.Event {
 	deadline := time.After(20 * time.Second)
 	for {
 		r.mu.Lock()
-		got := append([]Event(nil), r.got...)
+		got := append([]events.Event(nil), r.got...)
 		r.mu.Unlock()
 		if len(got) >= n {
 			return got
@@ -131,14 +135,14 @@ func (r *receiver) waitFor(n int) []Event {
 func TestOrderPerSandboxUnderRetries(t *testing.T) {
 	// Every event's first two tries fail: each later event must still come
 	// after the one before it.
-	rec, srv := newReceiver(t, "k", func(_ Event, try int) bool { return try <= 2 })
+	rec, srv := newReceiver(t, "k", func(_ events.Event, try int) bool { return try <= 2 })
 	m := NewMetrics()
 	d := New([]Endpoint{{Tenant: "acme", URL: srv.URL, Secret: "k"}},
 		Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Metrics: m})
-	types := []string{SandboxCreated, SandboxPaused, SandboxResumed, SandboxHibernated, SandboxResumed, SandboxDeleted}
+	types := []string{events.SandboxCreated, events.SandboxPaused, events.SandboxResumed, events.SandboxHibernated, events.SandboxResumed, events.SandboxDeleted}
 	for _, typ := range types {
-		d.Emit(Event{Type: typ, Tenant: "acme", Sandbox: "sb1"})
-		d.Emit(Event{Type: typ, Tenant: "other", Sandbox: "sb2"}) // no endpoint: not sent
+		d.Emit(events.Event{Type: typ, Tenant: "acme", Sandbox: "sb1"})
+		d.Emit(events.Event{Type: typ, Tenant: "other", Sandbox: "sb2"}) // no endpoint: not sent
 	}
 	got := rec.waitFor(len(types))
 	defer d.Close(context.Background())
@@ -156,23 +160,23 @@ func TestOrderPerSandboxUnderRetries(t *testing.T) {
 
 func TestEventsFilter(t *testing.T) {
 	rec, srv := newReceiver(t, "k", nil)
-	d := New([]Endpoint{{Tenant: "acme", URL: srv.URL, Secret: "k", Events: []string{SandboxDeleted}}}, Options{})
+	d := New([]Endpoint{{Tenant: "acme", URL: srv.URL, Secret: "k", Events: []string{events.SandboxDeleted}}}, Options{})
 	defer d.Close(context.Background())
-	d.Emit(Event{Type: SandboxCreated, Tenant: "acme", Sandbox: "sb1"})
-	d.Emit(Event{Type: SandboxDeleted, Tenant: "acme", Sandbox: "sb1"})
+	d.Emit(events.Event{Type: events.SandboxCreated, Tenant: "acme", Sandbox: "sb1"})
+	d.Emit(events.Event{Type: events.SandboxDeleted, Tenant: "acme", Sandbox: "sb1"})
 	got := rec.waitFor(1)
-	if got[0].Type != SandboxDeleted {
-		t.Errorf("the endpoint got %s, want only %s", got[0].Type, SandboxDeleted)
+	if got[0].Type != events.SandboxDeleted {
+		t.Errorf("the endpoint got %s, want only %s", got[0].Type, events.SandboxDeleted)
 	}
 }
 
 func TestGivenUpAtMaxAge(t *testing.T) {
-	_, srv := newReceiver(t, "k", func(Event, int) bool { return true })
+	_, srv := newReceiver(t, "k", func(events.Event, int) bool { return true })
 	m := NewMetrics()
 	d := New([]Endpoint{{Tenant: "acme", URL: srv.URL, Secret: "k", MaxAge: 50 * time.Millisecond}},
 		Options{Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, Metrics: m})
 	defer d.Close(context.Background())
-	d.Emit(Event{Type: SandboxCreated, Tenant: "acme", Sandbox: "sb1"})
+	d.Emit(events.Event{Type: events.SandboxCreated, Tenant: "acme", Sandbox: "sb1"})
 	waitCount(t, m, OutcomeFailed, 1)
 	if v := testutil.ToFloat64(m.deliveries.WithLabelValues(OutcomeDelivered)); v != 0 {
 		t.Errorf("delivered = %v, want 0", v)
@@ -197,7 +201,7 @@ func TestFullQueueDoesNotBlock(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		for i := 0; i < n; i++ {
-			d.Emit(Event{Type: SandboxCreated, Tenant: "acme", Sandbox: "sb"})
+			d.Emit(events.Event{Type: events.SandboxCreated, Tenant: "acme", Sandbox: "sb"})
 		}
 		close(done)
 	}()
@@ -232,35 +236,84 @@ func waitCount(t *testing.T, m *Metrics, outcome string, want float64) {
 	}
 }
 
-func TestSpoolKeepsEventsAcrossClose(t *testing.T) {
-	spool := t.TempDir()
-	var up sync.Mutex
-	down := true
-	rec, srv := newReceiver(t, "k", func(Event, int) bool { up.Lock(); defer up.Unlock(); return down })
-	m := NewMetrics()
-	ep := Endpoint{Tenant: "acme", URL: srv.URL, Secret: "k"}
-	d := New([]Endpoint{ep}, Options{Backoff: time.Hour, SpoolDir: spool, Metrics: m})
-	types := []string{SandboxCreated, SandboxPaused, SandboxDeleted}
-	for _, typ := range types {
-		d.Emit(Event{Type: typ, Tenant: "acme", Sandbox: "sb1"})
+func TestJournalKeepsEventsAcrossCloseAndKill(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		name := map[bool]string{false: "close", true: "kill"}[kill]
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			var up sync.Mutex
+			down := true
+			rec, srv := newReceiver(t, "k", func(events.Event, int) bool { up.Lock(); defer up.Unlock(); return down })
+			m := NewMetrics()
+			ep := Endpoint{Tenant: "acme", URL: srv.URL, Secret: "k"}
+			d := New([]Endpoint{ep}, Options{Backoff: time.Hour, JournalDir: dir, Metrics: m})
+			types := []string{events.SandboxCreated, events.SandboxPaused, events.SandboxDeleted}
+			for _, typ := range types {
+				d.Emit(events.Event{Type: typ, Tenant: "acme", Sandbox: "sb1"})
+			}
+			// The first attempt fails and waits an hour; the others stay queued.
+			waitCount(t, m, OutcomeRetried, 1)
+			if kill {
+				// A killed process closes nothing: the next start finds
+				// the journal as the writes left it. This one sleeps
+				// through its hour of backoff until the test ends.
+				t.Cleanup(func() { d.Close(context.Background()) })
+			} else if err := d.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			up.Lock()
+			down = false
+			up.Unlock()
+			d2 := New([]Endpoint{ep}, Options{JournalDir: dir, Metrics: m})
+			got := rec.waitFor(len(types))
+			for i, ev := range got {
+				if ev.Type != types[i] {
+					t.Errorf("event %d after the restart is %s, want %s", i, ev.Type, types[i])
+				}
+			}
+			if v := testutil.ToFloat64(m.deliveries.WithLabelValues(OutcomeDropped)); v != 0 {
+				t.Errorf("dropped = %v, want 0 (the journal kept them)", v)
+			}
+			// Delivered, the journal is emptied, and a third start sends
+			// nothing again.
+			waitCount(t, m, OutcomeDelivered, float64(len(types)))
+			if err := d2.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Stat(journalPath(dir, ep)); err != nil || fi.Size() != 0 {
+				t.Errorf("the journal after every delivery: %v, %v; want an empty file", fi, err)
+			}
+			d3 := New([]Endpoint{ep}, Options{JournalDir: dir, Metrics: m})
+			d3.Emit(events.Event{Type: events.RunCreated, Tenant: "acme"})
+			got = rec.waitFor(len(types) + 1)
+			if last := got[len(got)-1]; len(got) != len(types)+1 || last.Type != events.RunCreated {
+				t.Errorf("after a third start the receiver got %d events, the last %s; want only the new run.created", len(got), last.Type)
+			}
+			d3.Close(context.Background())
+		})
 	}
-	// The first attempt fails and waits an hour; the others stay queued.
-	waitCount(t, m, OutcomeRetried, 1)
-	if err := d.Close(context.Background()); err != nil {
+}
+
+func TestJournalSkipsDoneAndCutLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	lines := `{"event":{"id":"evt_a","type":"sandbox.created","time":"2026-01-01T00:00:00Z","tenant":"acme"}}
+{"event":{"id":"evt_b","type":"sandbox.paused","time":"2026-01-01T00:00:01Z","tenant":"acme"}}
+{"done":"evt_a"}
+{"event":{"id":"evt_c","type":"sandbox.resumed","time":"2026-01-01T00:00:02Z","tenant":"acme"}}
+{"event":{"id":"evt_d","type":"sandbox.del`
+	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	up.Lock()
-	down = false
-	up.Unlock()
-	d2 := New([]Endpoint{ep}, Options{SpoolDir: spool, Metrics: m})
-	defer d2.Close(context.Background())
-	got := rec.waitFor(len(types))
-	for i, ev := range got {
-		if ev.Type != types[i] {
-			t.Errorf("event %d after the restart is %s, want %s", i, ev.Type, types[i])
-		}
+	j, left, over, err := openJournal(path, 1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if v := testutil.ToFloat64(m.deliveries.WithLabelValues(OutcomeDropped)); v != 0 {
-		t.Errorf("dropped = %v, want 0 (the spool kept them)", v)
+	defer j.close()
+	if len(left) != 1 || left[0].ID != "evt_b" || over != 1 {
+		t.Fatalf("left %+v, over %d; want evt_b, and evt_c over the cap of 1", left, over)
+	}
+	again, err := readJournal(path)
+	if err != nil || len(again) != 1 || again[0].ID != "evt_b" {
+		t.Errorf("the rewritten journal holds %+v (%v); want evt_b alone", again, err)
 	}
 }

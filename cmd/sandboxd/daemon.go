@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxd/sandboxd/cluster"
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/e2b"
+	"github.com/sandboxd/sandboxd/events"
 	"github.com/sandboxd/sandboxd/metrics"
 	"github.com/sandboxd/sandboxd/runstore"
 	"github.com/sandboxd/sandboxd/sandbox"
@@ -91,6 +92,7 @@ type leaves struct {
 	setup     *family.Setup        // what the families left for the edges
 	attach    attachHooks          // what runs on every new agent pipe
 	e2b       *e2b.Handler         // the E2B API; nil when the config turns it off
+	events    *events.Bus          // lifecycle events, to the audit record and the webhooks
 	hooks     *webhooks.Dispatcher // nil without webhooks
 
 	closers []func() // what close runs, in reverse order
@@ -137,8 +139,12 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 		return nil, fmt.Errorf("the webhook metrics cannot be registered: %w", err)
 	}
 	lv.onClose(func() { closeWebhooks(lv.hooks, log) })
+	lv.events = &events.Bus{}
+	if lv.hooks != nil {
+		lv.events.Add(lv.hooks)
+	}
 	lv.runEnded = &runEndFanout{}
-	lv.runEnded.add(runEndedEvent(lv.hooks))
+	lv.runEnded.add(runEndedEvent(lv.events))
 	lv.runEnded.add(func(r tools.Run, reason string) {
 		log.Info("run ended", "run", r.ID, "tenant", r.Tenant, "conversation", r.Conversation, "reason", reason)
 	})
@@ -148,7 +154,7 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 		keep = runstore.WithRecords(lv.rep.records, func(err error) { log.Warn("a run record was not written", "err", err) })
 	}
 	lv.runs = runstore.New(runstore.WithTTL(cfg.RunTTL.D()), runstore.WithMaxPerTenant(cfg.MaxRunsPerTenant), keep,
-		runstore.WithEndHook(lv.runEnded.ended), runstore.WithCreateHook(runCreatedEvent(lv.hooks)))
+		runstore.WithEndHook(lv.runEnded.ended), runstore.WithCreateHook(runCreatedEvent(lv.events)))
 	if n, err := lv.runs.Load(); err != nil {
 		log.Warn("runs of the previous start are not restored", "err", err)
 	} else if n > 0 {
@@ -161,7 +167,7 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 
 	pools := poolSpecs(cfg, lv.backend.Name())
 	mgrOpts := []sandbox.Option{sandbox.WithIdleTTL(cfg.IdleTTL.D()), sandbox.WithLogger(log), sandbox.WithObserver(lv.metrics),
-		sandbox.WithPools(pools...), sandbox.WithAttachHook(lv.attach.run), sandbox.WithLifecycleObserver(sandboxEvents{lv.hooks}),
+		sandbox.WithPools(pools...), sandbox.WithAttachHook(lv.attach.run), sandbox.WithLifecycleObserver(sandboxEvents{lv.events}),
 		sandbox.WithLifecycle(func(info sandbox.Info) sandbox.Lifecycle { return lifecycleFor(cfg, info.Tenant) })}
 	if lv.rep != nil {
 		lv.attach.claim = lv.rep.claim
@@ -193,7 +199,7 @@ func (ld *loaded) buildLeaves(ctx context.Context) (_ *leaves, err error) {
 	}
 
 	lv.registry = tools.NewRegistry(tools.WithObserver(lv.metrics), tools.WithLogger(log))
-	setup := &family.Setup{Config: cfg, Log: log, DataDir: f.dataDir, AgentBinary: agentBin, Tools: lv.registry, Runs: lv.runs, Webhooks: lv.hooks,
+	setup := &family.Setup{Config: cfg, Log: log, DataDir: f.dataDir, AgentBinary: agentBin, Tools: lv.registry, Runs: lv.runs, Events: lv.events,
 		Annotate: func(ctx context.Context, info sandbox.Info, key, value string) error {
 			return lv.mgr.Annotate(ctx, info.Tenant, info.ID, key, value)
 		}}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/events"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/webhooks"
@@ -33,11 +34,11 @@ func startWebhooks(cfg *config.Config, dataDir string, reg prometheus.Registerer
 	}
 	log.Info("webhooks configured", "endpoints", len(eps))
 	return webhooks.New(eps, webhooks.Options{MaxAge: cfg.WebhooksMaxAge.D(), Metrics: m, Log: log,
-		SpoolDir: filepath.Join(dataDir, "webhooks")}), nil
+		JournalDir: filepath.Join(dataDir, "webhooks")}), nil
 }
 
-// closeWebhooks stops the dispatcher; what is not delivered yet goes to
-// DATA_DIR/webhooks for the next start.
+// closeWebhooks stops the dispatcher; what is not delivered yet stays in
+// its journal in DATA_DIR/webhooks for the next start.
 func closeWebhooks(d *webhooks.Dispatcher, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), webhookCloseTimeout)
 	defer cancel()
@@ -47,22 +48,22 @@ func closeWebhooks(d *webhooks.Dispatcher, log *slog.Logger) {
 }
 
 // sandboxEvents turns the manager's lifecycle changes into events.
-type sandboxEvents struct{ d *webhooks.Dispatcher }
+type sandboxEvents struct{ bus *events.Bus }
 
 var _ sandbox.LifecycleObserver = sandboxEvents{}
 
 func (s sandboxEvents) SandboxChanged(info sandbox.Info, change string) {
-	s.d.Emit(webhooks.Event{Type: "sandbox." + change, Tenant: info.Tenant, Sandbox: info.ID, Conversation: info.Conversation})
+	s.bus.Emit(events.Event{Type: "sandbox." + change, Tenant: info.Tenant, Sandbox: info.ID, Conversation: info.Conversation})
 }
 
-func runCreatedEvent(d *webhooks.Dispatcher) func(tools.Run) {
+func runCreatedEvent(bus *events.Bus) func(tools.Run) {
 	return func(r tools.Run) {
-		d.Emit(webhooks.Event{Type: webhooks.RunCreated, Tenant: r.Tenant, Conversation: r.Conversation, Run: r.ID})
+		bus.Emit(events.Event{Type: events.RunCreated, Tenant: r.Tenant, Conversation: r.Conversation, Run: r.ID})
 	}
 }
 
-func runEndedEvent(d *webhooks.Dispatcher) func(tools.Run, string) {
+func runEndedEvent(bus *events.Bus) func(tools.Run, string) {
 	return func(r tools.Run, reason string) {
-		d.Emit(webhooks.Event{Type: webhooks.RunEnded, Tenant: r.Tenant, Conversation: r.Conversation, Run: r.ID, Reason: reason})
+		bus.Emit(events.Event{Type: events.RunEnded, Tenant: r.Tenant, Conversation: r.Conversation, Run: r.ID, Reason: reason})
 	}
 }

@@ -7,10 +7,10 @@ import (
 
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/metrics"
+	"github.com/sandboxd/sandboxd/events"
 	"github.com/sandboxd/sandboxd/questions"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/family"
-	"github.com/sandboxd/sandboxd/webhooks"
 )
 
 // Family is the question port as a tool family: its HTTP endpoints (the
@@ -40,7 +40,7 @@ func (f *fam) Register(s *family.Setup) error {
 		questions.WithExpiry(qc.DefaultExpiry.D(), qc.MaxExpiry.D()),
 		questions.WithHeartbeat(qc.Heartbeat.D()),
 		questions.WithMaxPending(qc.MaxPendingPerSpace),
-		questions.WithObserver(questionEvents(s.Webhooks)),
+		questions.WithObserver(questionEvents(s.Events)),
 	)
 	f.gate = NewGate(f.port)
 	s.Register(New(f.port))
@@ -68,15 +68,15 @@ func (f *fam) Close() error {
 	return nil
 }
 
-// questionEvents turns questions asked and resolved into webhook events;
-// the resolution's status (answered, skipped, expired, withdrawn,
-// canceled) is the answered event's reason.
-func questionEvents(d *webhooks.Dispatcher) func(string, questions.Question, *questions.Resolution) {
+// questionEvents turns questions asked and resolved into events; the
+// resolution's status (answered, skipped, expired, withdrawn, canceled) is
+// the answered event's reason.
+func questionEvents(bus *events.Bus) func(string, questions.Question, *questions.Resolution) {
 	return func(tenant string, q questions.Question, r *questions.Resolution) {
-		ev := webhooks.Event{Type: webhooks.QuestionAsked, Tenant: tenant, Run: q.Run, Question: q.ID}
+		ev := events.Event{Type: events.QuestionAsked, Tenant: tenant, Run: q.Run, Question: q.ID}
 		if r != nil {
-			ev.Type, ev.Reason = webhooks.QuestionAnswered, r.Status
+			ev.Type, ev.Reason = events.QuestionAnswered, r.Status
 		}
-		d.Emit(ev)
+		bus.Emit(ev)
 	}
 }

@@ -33,9 +33,9 @@ import (
 
 	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/config"
+	"github.com/sandboxd/sandboxd/events"
 	"github.com/sandboxd/sandboxd/sandbox"
 	"github.com/sandboxd/sandboxd/tools"
-	"github.com/sandboxd/sandboxd/webhooks"
 )
 
 // Family is one tool family's lifecycle. Embed Base for the phases a
@@ -98,9 +98,10 @@ type Setup struct {
 	// Annotate sets a label on a sandbox after creation where the backend
 	// can (sandbox.Annotator); sandbox.ErrNoAnnotations where it cannot.
 	Annotate func(ctx context.Context, info sandbox.Info, key, value string) error
-	// Webhooks takes the families' lifecycle events (questions); nil
-	// without webhooks, and its Emit is safe on nil.
-	Webhooks *webhooks.Dispatcher
+	// Events carries lifecycle events: a family emits its own (questions,
+	// previews, egress decisions) and may Add a sink that hears them all
+	// (the audit record, the webhooks).
+	Events *events.Bus
 
 	envHooks    []EnvHook
 	services    []any
