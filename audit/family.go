@@ -15,8 +15,8 @@ const DirName = "audit"
 
 // Family is the audit record as a family of the daemon: it checks
 // `audit.*`, opens the Log in DATA_DIR/audit, records every tool call of
-// the registry, and hands the Log to the API, which records every request
-// and serves GET /v1/audit. Close writes and fsyncs what is queued; it
+// the registry and every lifecycle event of the bus, and hands the Log to
+// the API, which records every request and serves GET /v1/audit. Close writes and fsyncs what is queued; it
 // comes after the HTTP server stopped, so every request's record is in.
 func Family() family.Family { return &fam{m: NewMetrics()} }
 
@@ -50,6 +50,7 @@ func (f *fam) Register(s *family.Setup) error {
 	}
 	f.log = l
 	s.Tools.AddObserver(NewRecorder(l))
+	s.Events.Add(NewEventRecorder(l))
 	s.Serve(l)
 	return nil
 }

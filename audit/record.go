@@ -19,6 +19,11 @@ const (
 	// KindTool is one tool call; Action is the tool's name, Route the
 	// request it came in on.
 	KindTool = "tool"
+	// KindEvent is one lifecycle event (package events): a sandbox's
+	// state changed, a run made or ended, a question asked or answered, a
+	// preview link made or revoked, an egress decision; Action is its
+	// type.
+	KindEvent = "event"
 )
 
 // Record is one line of the audit record. The field order is the line's
@@ -55,6 +60,9 @@ type Record struct {
 	// Approval is the answer to the permission question a write or exec
 	// call asked (tools.Approval*); "" when none was asked.
 	Approval string `json:"approval,omitempty"`
+	// Detail says what an event record is about: the question, the
+	// preview and its port, the egress target and the decision's reason.
+	Detail string `json:"detail,omitempty"`
 }
 
 // TokenID is the short id of a bearer token in the record: the first 16 hex

@@ -66,8 +66,12 @@ type Bus struct {
 
 var _ Sink = (*Bus)(nil)
 
-// Add makes s hear every event emitted from now on.
+// Add makes s hear every event emitted from now on. A nil *Bus, which
+// emits nothing, takes no sink.
 func (b *Bus) Add(s Sink) {
+	if b == nil {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.sinks = append(b.sinks, s)
