@@ -26,7 +26,7 @@ func (*fam) Name() string { return "ports" }
 func (*fam) Validate(cfg *config.Config) error { return cfg.Preview.Check() }
 
 func (f *fam) Register(s *family.Setup) error {
-	o := Options{DataDir: s.DataDir, Domain: s.Config.Preview.Domain, Annotate: s.Annotate, Log: s.Log.With("component", "ports")}
+	o := Options{DataDir: s.DataDir, Domain: s.Config.Preview.Domain, Annotate: s.Annotate, Log: s.Log.With("component", "ports"), Events: s.Events}
 	o.DefaultTTL, o.MaxTTL = s.Config.Preview.TTLs()
 	if rc := s.Config.Replication; rc.Enabled && rc.PeerSecretFile != "" {
 		key, err := os.ReadFile(rc.PeerSecretFile)

@@ -13,10 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/events"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -70,6 +72,9 @@ type Options struct {
 	Annotate func(ctx context.Context, info sandbox.Info, key, value string) error
 	Log      *slog.Logger
 	Now      func() time.Time // tests
+	// Events hears each link made and revoked (the audit record); nil:
+	// nobody.
+	Events events.Sink
 }
 
 // Service issues, lists, checks and revokes preview links, and proxies
@@ -84,6 +89,7 @@ type Service struct {
 	annotate func(ctx context.Context, info sandbox.Info, key, value string) error
 	log      *slog.Logger
 	now      func() time.Time
+	events   events.Sink // nil: none
 
 	mu   sync.Mutex        // guards recs and cuts, and writing the file
 	recs map[string]record // by preview id, expired ones dropped at each change
@@ -121,7 +127,7 @@ func New(o Options) (*Service, error) {
 		}
 	}
 	s := &Service{Proxy: NewProxy(), signer: newSigner(secret), domain: o.Domain, def: o.DefaultTTL, max: o.MaxTTL,
-		file: filepath.Join(o.DataDir, "previews.json"), annotate: o.Annotate, log: o.Log, now: o.Now,
+		file: filepath.Join(o.DataDir, "previews.json"), annotate: o.Annotate, log: o.Log, now: o.Now, events: o.Events,
 		recs: map[string]record{}, cuts: map[string]cut{}}
 	if err := s.load(); err != nil {
 		return nil, err
@@ -250,7 +256,16 @@ func (s *Service) Create(ctx context.Context, info sandbox.Info, port int, ttl t
 		return Preview{}, errdefs.Unavailable("the preview link cannot be recorded in %s (%v); retry, or free space in sandboxd's data dir", s.file, err)
 	}
 	s.annotateLocked(ctx, info, append(mine, r))
+	s.emit(events.PreviewCreated, info, r)
 	return s.previewOf(r, base), nil
+}
+
+// emit tells the events sink of a link made or revoked.
+func (s *Service) emit(typ string, info sandbox.Info, r record) {
+	if s.events != nil {
+		s.events.Emit(events.Event{Type: typ, Tenant: info.Tenant, Sandbox: info.ID, Conversation: info.Conversation,
+			Preview: r.ID, Target: "port " + strconv.Itoa(r.Port)})
+	}
 }
 
 // List returns info's live previews, oldest first.
@@ -318,6 +333,7 @@ func (s *Service) revoke(ctx context.Context, info sandbox.Info, id string) (*sy
 	}
 	mine[i] = r
 	s.annotateLocked(ctx, info, mine)
+	s.emit(events.PreviewRevoked, info, r)
 	c, ok := s.cuts[id]
 	if !ok {
 		return nil, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/events"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -261,5 +262,35 @@ func TestRevocationTravelsOnTheAnnotation(t *testing.T) {
 	}
 	if err := b.Check(c, info); !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("the other replica's check after the revocation: %v", err)
+	}
+}
+
+type eventLog struct{ got []events.Event }
+
+func (e *eventLog) Emit(ev events.Event) { e.got = append(e.got, ev) }
+
+func TestPreviewsMadeAndRevokedAreEvents(t *testing.T) {
+	evs := &eventLog{}
+	s, _ := newService(t, t.TempDir(), Options{Events: evs})
+	ctx := context.Background()
+	p, err := s.Create(ctx, boxA, 3000, 0, "http://x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // revoking twice is one revocation
+		if err := s.Revoke(ctx, boxA, p.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Create(ctx, boxA, 0, 0, "http://x"); err == nil {
+		t.Fatal("port 0 was accepted")
+	}
+	if len(evs.got) != 2 || evs.got[0].Type != events.PreviewCreated || evs.got[1].Type != events.PreviewRevoked {
+		t.Fatalf("events %+v; want preview.created then preview.revoked", evs.got)
+	}
+	for _, ev := range evs.got {
+		if ev.Preview != p.ID || ev.Sandbox != boxA.ID || ev.Tenant != "acme" || ev.Conversation != "c1" || ev.Target != "port 3000" {
+			t.Errorf("event %+v does not name the preview, its sandbox and port", ev)
+		}
 	}
 }

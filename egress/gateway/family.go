@@ -25,7 +25,7 @@ func (*fam) Name() string { return "egress" }
 func (*fam) Validate(cfg *config.Config) error { return Validate(cfg) }
 
 func (f *fam) Register(s *family.Setup) error {
-	g, err := New(s.Config, Options{DataDir: s.DataDir, Log: s.Log.With("component", "egress"), Annotate: s.Annotate})
+	g, err := New(s.Config, Options{DataDir: s.DataDir, Log: s.Log.With("component", "egress"), Annotate: s.Annotate, Events: s.Events})
 	if err != nil {
 		return err
 	}

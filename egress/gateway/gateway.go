@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/sandboxd/sandboxd/config"
 	"github.com/sandboxd/sandboxd/egress"
 	"github.com/sandboxd/sandboxd/errdefs"
+	"github.com/sandboxd/sandboxd/events"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
 
@@ -44,6 +46,7 @@ type Gateway struct {
 	dir      string // where the policy changes are kept (one file per sandbox) without annotations
 	annotate func(ctx context.Context, info sandbox.Info, key, value string) error
 	metrics  *collector
+	events   events.Sink // nil: none
 	ctx      context.Context
 	cancel   context.CancelFunc
 
@@ -82,6 +85,8 @@ type Options struct {
 	// backend can (so another replica reads it after a failover); nil, or
 	// sandbox.ErrNoAnnotations, keeps it in DataDir.
 	Annotate func(ctx context.Context, info sandbox.Info, key, value string) error
+	// Events hears every decision (the audit record); nil: nobody.
+	Events events.Sink
 }
 
 // Validate checks the egress keys of cfg without opening anything.
@@ -109,7 +114,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress.ca_dir: the CA in %s cannot be loaded or made: %w", caDir, err)
 	}
-	g := &Gateway{log: log, conf: conf, ca: ca, dir: filepath.Join(dir, "policies"), annotate: o.Annotate, metrics: newCollector(), boxes: map[string]*box{}}
+	g := &Gateway{log: log, conf: conf, ca: ca, dir: filepath.Join(dir, "policies"), annotate: o.Annotate, metrics: newCollector(), events: o.Events, boxes: map[string]*box{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	e := cfg.Egress
 	g.proxy, err = egress.New(egress.Config{
@@ -334,12 +339,16 @@ func (g *Gateway) open() int {
 	return n
 }
 
-// record counts and logs one decision.
+// record counts, logs and emits one decision.
 func (g *Gateway) record(d egress.Decision) {
 	g.metrics.add(d)
-	verdict := "allow"
+	verdict, typ := "allow", events.EgressAllowed
 	if !d.Allowed {
-		verdict = "deny"
+		verdict, typ = "deny", events.EgressDenied
+	}
+	if g.events != nil {
+		g.events.Emit(events.Event{Type: typ, Time: d.Time.UTC(), Tenant: d.Tenant, Sandbox: d.Sandbox, Conversation: d.Conversation,
+			Target: d.Kind + " " + net.JoinHostPort(d.Host, strconv.Itoa(d.Port)), Reason: d.Reason})
 	}
 	g.log.Info("egress", "decision", verdict, "kind", d.Kind, "tenant", d.Tenant, "sandbox", d.Sandbox, "conversation", d.Conversation,
 		"host", d.Host, "port", d.Port, "addr", d.Addr, "rule", d.Rule, "reason", d.Reason, "secrets", strings.Join(d.Secrets, ","),
