@@ -68,9 +68,9 @@ type Options struct {
 	// a file per endpoint, for the next New with the same endpoint to
 	// send what is left; "" keeps them in memory only.
 	JournalDir string
-	Client   *http.Client
-	Log      *slog.Logger
-	Metrics  *Metrics
+	Client     *http.Client
+	Log        *slog.Logger
+	Metrics    *Metrics
 }
 
 // Dispatcher delivers events to the endpoints. Its methods are safe for
@@ -351,4 +351,3 @@ func (w *worker) post(ev events.Event, body []byte) error {
 	}
 	return nil
 }
-

@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandboxd/sandboxd/config"
-	"github.com/sandboxd/sandboxd/metrics"
 	"github.com/sandboxd/sandboxd/events"
+	"github.com/sandboxd/sandboxd/metrics"
 	"github.com/sandboxd/sandboxd/questions"
 	"github.com/sandboxd/sandboxd/tools"
 	"github.com/sandboxd/sandboxd/tools/family"
