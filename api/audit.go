@@ -39,6 +39,10 @@ type AuditPage struct {
 	Records []audit.Record `json:"records"`
 	// Next is the cursor of the next page; absent on the last.
 	Next string `json:"next,omitempty"`
+	// Unreached names the replicas whose records this page lacks because
+	// they did not answer; absent when every replica did (and without
+	// replicas).
+	Unreached []string `json:"unreached,omitempty"`
 }
 
 // callToolRoute is the route whose one tool call is its record: a request
@@ -173,11 +177,20 @@ func auditTime(s, name string) (time.Time, error) {
 }
 
 // A cursor is the seq of the last record a page held, opaque to callers.
-func makeCursor(seq uint64) string {
+// With replicas the router wraps one per replica in its own cursor.
+func makeCursor(seq uint64) string { return AuditCursor(seq) }
+
+// AuditCursor is the cursor that goes on after the record seq of this
+// replica's chain.
+func AuditCursor(seq uint64) string {
 	return base64.RawURLEncoding.EncodeToString([]byte("a" + strconv.FormatUint(seq, 10)))
 }
 
-func parseCursor(c string) (uint64, error) {
+func parseCursor(c string) (uint64, error) { return ParseAuditCursor(c) }
+
+// ParseAuditCursor reads a cursor AuditCursor made; an error says, in a
+// sentence, that it is not one.
+func ParseAuditCursor(c string) (uint64, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err == nil && len(b) > 1 && b[0] == 'a' {
 		if n, err := strconv.ParseUint(string(b[1:]), 10, 64); err == nil {

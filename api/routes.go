@@ -53,6 +53,9 @@ const (
 	// sandbox). A request to an E2B sandbox's host name is routed the same
 	// way before any route matches.
 	ScopeSandboxHeader
+	// ScopeReplicas is every replica's part of one answer (the audit
+	// record, a chain per replica): the router asks each and merges.
+	ScopeReplicas
 )
 
 // SandboxHeader names the sandbox of a request routed ScopeSandboxHeader:
@@ -79,12 +82,14 @@ func (s Scope) String() string {
 		return "by preview token"
 	case ScopeSandboxHeader:
 		return "by sandbox header"
+	case ScopeReplicas:
+		return "every replica"
 	}
 	return "unknown scope " + strconv.Itoa(int(s))
 }
 
 // known reports whether s is one of the scopes.
-func (s Scope) known() bool { return s >= ScopeNone && s <= ScopeSandboxHeader }
+func (s Scope) known() bool { return s >= ScopeNone && s <= ScopeReplicas }
 
 // Route is one endpoint as a replica's router sees it.
 type Route struct {
@@ -257,10 +262,10 @@ func routeTable() []route {
 		portProxyRoute("PATCH", "proxyPortPatch"), portProxyRoute("DELETE", "proxyPortDelete"), portProxyRoute("OPTIONS", "proxyPortOptions"),
 		{scope: ScopeNone, serve: authed((*Server).whoami), Route: openapi.Route{Method: "GET", Path: "/v1/whoami", ID: "whoami", Tags: []string{ops}, Summary: "The tenant the token belongs to.",
 			Responses: []openapi.Response{{Status: 200, Body: WhoAmI{}}}, Errors: []int{unauth}}},
-		// The audit record is per replica: a request reads the records of
-		// the replica it arrives at.
-		{scope: ScopeNone, serve: authed((*Server).getAudit), Route: openapi.Route{Method: "GET", Path: "/v1/audit", ID: "listAudit", Tags: []string{ops}, Summary: "The tenant's audit records on this replica, oldest first.",
-			Description: "One record per API request and per tool call, each with the SHA-256 of the record before it (sandboxd audit verify DIR checks the chain). The admin token (no tenants configured) sees every tenant's. Records of other replicas are not included.",
+		// The audit record is a chain per replica: with replication the
+		// router asks every replica and merges their pages.
+		{scope: ScopeReplicas, serve: authed((*Server).getAudit), Route: openapi.Route{Method: "GET", Path: "/v1/audit", ID: "listAudit", Tags: []string{ops}, Summary: "The tenant's audit records, oldest first; with replicas, every replica's.",
+			Description: "One record per API request, per tool call and per lifecycle event, each with the SHA-256 of the record before it in its replica's chain (sandboxd audit verify DIR checks it). The admin token (no tenants configured) sees every tenant's. With replicas the answer merges every live replica's records by time, each replica's in its own order; a replica that does not answer within 2 s is named in unreached, and the cursor goes on from where each replica's part ended.",
 			Query: []openapi.Param{{Name: "since", Description: "Only records of actions that started at or after this time (RFC 3339)."},
 				{Name: "until", Description: "Only records of actions that started before this time (RFC 3339)."},
 				{Name: "run", Description: "Only this run's records."}, {Name: "sandbox", Description: "Only this sandbox's records."},

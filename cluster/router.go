@@ -118,6 +118,7 @@ func (rt *Router) routeMux(routes []api.Route) (*http.ServeMux, error) {
 		api.ScopeQuestion:      {rt.answerQuestion, "id"},
 		api.ScopePreview:       {rt.byPreview, "token"},
 		api.ScopeSandboxHeader: {rt.bySandboxHeader, ""},
+		api.ScopeReplicas:      {rt.listAudit, ""},
 	}
 	mux := http.NewServeMux()
 	catchAll := false
