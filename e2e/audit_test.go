@@ -281,15 +281,26 @@ func rawCall(d *daemon, run, tool, requestID, body string) error {
 // GET /v1/audit a page at a time, leaving out the reads of the record.
 func auditRecords(t *testing.T, d *daemon) []audit.Record {
 	t.Helper()
+	return auditRecordsAt(t, d.URL, d.Token, "")
+}
+
+// auditRecordsAt reads every record token sees at base through
+// GET /v1/audit?query, a page at a time, leaving out the reads of the
+// record.
+func auditRecordsAt(t *testing.T, base, token, query string) []audit.Record {
+	t.Helper()
 	var out []audit.Record
 	cursor := ""
 	for range 1000 {
-		u := d.URL + "/v1/audit?limit=1000"
+		u := base + "/v1/audit?limit=1000"
+		if query != "" {
+			u += "&" + query
+		}
 		if cursor != "" {
 			u += "&cursor=" + url.QueryEscape(cursor)
 		}
 		req, _ := http.NewRequestWithContext(ctx(t), "GET", u, nil)
-		req.Header.Set("Authorization", "Bearer "+d.Token)
+		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -299,6 +310,9 @@ func auditRecords(t *testing.T, d *daemon) []audit.Record {
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("GET /v1/audit: %d %v", resp.StatusCode, err)
+		}
+		if len(p.Unreached) > 0 {
+			t.Fatalf("GET /v1/audit at %s: replicas %v did not answer", base, p.Unreached)
 		}
 		for _, r := range p.Records {
 			if r.Action != "GET /v1/audit" {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/api"
 	"github.com/sandboxd/sandboxd/api/client"
+	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/bench"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
@@ -227,6 +228,22 @@ func TestClusterReplicasServeEveryConversation(t *testing.T) {
 			}
 		}
 	}
+	// Every replica's GET /v1/audit holds every run's calls, each once,
+	// though each was recorded by the replica that owns its conversation.
+	for j, u := range rs.URLs {
+		for i, run := range runs {
+			tools := 0
+			for _, r := range auditRecordsAt(t, u, rs.Token, "run="+run.ID) {
+				if r.Kind == audit.KindTool {
+					tools++
+				}
+			}
+			if tools != 10 { // 2 writes, 1 eval, 3 reads and 3 evals, 1 lsp
+				t.Errorf("GET /v1/audit at replica %d lists %d tool records of %s's run; want its 10 calls", j, tools, convs[i])
+			}
+		}
+	}
+
 	// A forged forwarded request is refused.
 	req, _ := http.NewRequestWithContext(ctx(t), "GET", rs.URLs[0]+"/v1/runs/"+runs[0].ID, nil)
 	req.Header.Set("Authorization", "Bearer "+rs.Token)
