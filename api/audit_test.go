@@ -180,6 +180,32 @@ func TestAuditAdminSeesEveryTenant(t *testing.T) {
 	}
 }
 
+// The record of a sandbox's create names the sandbox it made, so asking
+// for the sandbox's records (?sandbox=) finds who made it, with which
+// token; a create refused names none.
+func TestAuditSandboxCreateNamesTheSandbox(t *testing.T) {
+	h, _ := newAuditHarness(t)
+	var sb Sandbox
+	h.must("POST", "/v1/sandboxes", tokenA, `{"conversation":"c1"}`, 201, &sb)
+	h.must("POST", "/v1/sandboxes", tokenA, `{"conversation":"no spaces allowed"}`, 400, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	var got []audit.Record
+	for {
+		got = auditOf(h, tokenA, 1000, "")
+		if len(got) >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(got) != 2 || got[0].Sandbox != sb.ID || got[0].Conversation != "c1" || got[0].Status != 201 ||
+		got[1].Sandbox != "" || got[1].Status != 400 {
+		t.Fatalf("the creates' records: %+v; want the first to name sandbox %s of c1, the refused one none", got, sb.ID)
+	}
+	if bySandbox := auditOf(h, tokenA, 1000, "&sandbox="+sb.ID); len(bySandbox) != 1 || bySandbox[0].TokenID != audit.TokenID(tokenA) {
+		t.Fatalf("?sandbox=%s: %+v, want the create's record with its token id", sb.ID, bySandbox)
+	}
+}
+
 func TestAuditOffAnswers503(t *testing.T) {
 	h := newHarness(t)
 	if a := h.do("GET", "/v1/audit", tokenA, ""); a.status != 503 {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/sandbox"
 )
@@ -93,7 +94,14 @@ func (s *Server) CreateSandbox(ctx context.Context, tenant string, req CreateSan
 		}
 		spec.HostWorkspace = p
 	}
-	return s.sandboxes.Create(ctx, spec)
+	info, err := s.sandboxes.Create(ctx, spec)
+	if err == nil {
+		// The request's audit record names the sandbox it made, as the
+		// records of later requests on it do: asking for the sandbox's
+		// records finds who made it.
+		audit.RequestFrom(ctx).SetRun("", info.Conversation, info.ID)
+	}
+	return info, err
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, tenant string) error {
