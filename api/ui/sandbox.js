@@ -35,6 +35,7 @@ function setHashParam(key, value) {
   if (value) p.set(key, value); else p.delete(key);
   const s = p.toString();
   history.replaceState(null, '', s ? '#' + s : location.pathname + location.search);
+  navLinks();
 }
 
 function sandboxHref(id) {
@@ -52,14 +53,15 @@ function route() {
   const id = audit ? '' : (p.get('sandbox') || '');
   for (const sel of ['#call', '#overview', '#calls']) $(sel).hidden = audit || !!id;
   $('#sandbox').hidden = !id;
-  navLinks(audit);
+  navLinks();
   routeAudit(audit);
   routeSandbox(id);
 }
 
 // navLinks points the header's links at the overview and the audit page,
 // keeping the address's other parameters (the space).
-function navLinks(audit) {
+function navLinks() {
+  const audit = hashParams().has('audit');
   const to = (page) => {
     const p = hashParams();
     p.delete('sandbox');
