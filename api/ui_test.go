@@ -1,6 +1,7 @@
 package api
 
 import (
+	"io/fs"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -37,5 +38,27 @@ func TestConsoleServesTerminalStubWithoutVendoredXterm(t *testing.T) {
 	uiHandlerFS(bare).ServeHTTP(rec, httptest.NewRequest("GET", "/ui/vendor/other.js", nil))
 	if rec.Code != 404 {
 		t.Errorf("an unknown vendored file: %d, want 404", rec.Code)
+	}
+}
+
+// The console shows values that tenants chose (run ids from request paths,
+// conversations, questions): its scripts build elements and set their
+// text, and never hand a string to the HTML parser.
+func TestConsoleScriptsInsertNoMarkup(t *testing.T) {
+	names, err := fs.Glob(uiFiles, "ui/*.js")
+	if err != nil || len(names) < 4 {
+		t.Fatalf("the console's scripts: %v %v", names, err)
+	}
+	parsers := []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "createContextualFragment", "DOMParser", "srcdoc"}
+	for _, n := range names {
+		b, err := fs.ReadFile(uiFiles, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range parsers {
+			if strings.Contains(string(b), p) {
+				t.Errorf("%s uses %s: build the nodes and set textContent instead", n, p)
+			}
+		}
 	}
 }

@@ -2,10 +2,11 @@
 // space, call a run's tools with their output shown live, watch a run's
 // tool calls as they finish, and see the tenant's sandboxes (with their
 // resource use) and runs; a sandbox's own page (processes, ports, a
-// terminal) is in sandbox.js and terminal.js. The token lives in
-// sessionStorage and travels only in the Authorization header: the live
-// stream is read with fetch() streaming, not EventSource (which cannot set
-// headers and would need the token in the URL, where logs keep it).
+// terminal) is in sandbox.js and terminal.js, the audit page in audit.js.
+// The token lives in sessionStorage and travels only in the Authorization
+// header: the live stream is read with fetch() streaming, not EventSource
+// (which cannot set headers and would need the token in the URL, where
+// logs keep it).
 'use strict';
 
 const TOKEN_KEY = 'sandboxd.token';
@@ -98,7 +99,9 @@ function signOut() {
   closeStream();
   unwatch();
   leaveSandbox();
+  leaveAudit();
   $('#sandbox').hidden = true;
+  $('#pages').hidden = true;
   $('#who').textContent = '';
   state.token = '';
   sessionStorage.removeItem(TOKEN_KEY);
@@ -114,12 +117,13 @@ function showConsole() {
   $('#signin-error').textContent = '';
   $('#console').hidden = false;
   $('#signout').hidden = false;
+  $('#pages').hidden = false;
   const fromHash = new URLSearchParams(location.hash.slice(1)).get('space');
   const space = fromHash || sessionStorage.getItem(SPACE_KEY) || '';
   $('#space').value = space;
   refreshOverview();
   if (space) openSpace(space);
-  routeSandbox();
+  route();
 }
 
 // ---- the question stream ---------------------------------------------------

@@ -1,6 +1,7 @@
-// sandboxd web console, a sandbox's page (#sandbox=ID): its long-lived
-// processes with the output of one of them live, its listening ports with
-// preview links, and a terminal (a pty process driven by xterm.js).
+// sandboxd web console, the page router, and a sandbox's page
+// (#sandbox=ID): its long-lived processes with the output of one of them
+// live, its listening ports with preview links, and a terminal (a pty
+// process driven by xterm.js).
 //
 // Each live output is one streaming fetch(), and a browser keeps at most six
 // connections to one origin over HTTP/1.1: the page streams the terminal
@@ -34,6 +35,7 @@ function setHashParam(key, value) {
   if (value) p.set(key, value); else p.delete(key);
   const s = p.toString();
   history.replaceState(null, '', s ? '#' + s : location.pathname + location.search);
+  navLinks();
 }
 
 function sandboxHref(id) {
@@ -42,15 +44,43 @@ function sandboxHref(id) {
   return '#' + p.toString();
 }
 
-// routeSandbox shows the sandbox the address names, or the overview.
-function routeSandbox() {
-  const id = state.token ? (hashParams().get('sandbox') || '') : '';
+// route shows the page the address names: the audit record (#audit), a
+// sandbox's (#sandbox=ID), or the overview. The questions stay on every
+// page: a person answering them should not miss one while looking around.
+function route() {
+  const p = state.token ? hashParams() : new URLSearchParams();
+  const audit = state.token !== '' && p.has('audit');
+  const id = audit ? '' : (p.get('sandbox') || '');
+  for (const sel of ['#call', '#overview', '#calls']) $(sel).hidden = audit || !!id;
+  $('#sandbox').hidden = !id;
+  navLinks();
+  routeAudit(audit);
+  routeSandbox(id);
+}
+
+// navLinks points the header's links at the overview and the audit page,
+// keeping the address's other parameters (the space).
+function navLinks() {
+  const audit = hashParams().has('audit');
+  const to = (page) => {
+    const p = hashParams();
+    p.delete('sandbox');
+    p.delete('audit');
+    const rest = p.toString();
+    if (page) return '#audit' + (rest ? '&' + rest : '');
+    return '#' + rest;
+  };
+  $('#nav-console').href = to(false);
+  $('#nav-audit').href = to(true);
+  $('#nav-audit').classList.toggle('current', audit);
+  $('#nav-console').classList.toggle('current', !audit);
+}
+
+// routeSandbox shows sandbox id's page ("": none).
+function routeSandbox(id) {
   if (id === sbx.id) return;
   leaveSandbox();
-  const page = !!id;
-  for (const sel of ['#call', '#overview', '#calls']) $(sel).hidden = page;
-  $('#sandbox').hidden = !page;
-  if (!page) return;
+  if (!id) return;
   sbx.id = id;
   $('#sb-id').textContent = id;
   $('#sb-conv').textContent = '';
@@ -320,11 +350,11 @@ async function openPreview(port, cell) {
 }
 
 document.addEventListener('DOMContentLoaded', () => {
-  window.addEventListener('hashchange', routeSandbox);
+  window.addEventListener('hashchange', route);
   $('#sb-back').addEventListener('click', (ev) => {
     ev.preventDefault();
     setHashParam('sandbox', '');
-    routeSandbox();
+    route();
     refreshOverview();
   });
   $('#proc-form').addEventListener('submit', (ev) => {
