@@ -27,6 +27,11 @@ type Kubernetes struct {
 	// GVisorRuntimeClass is the RuntimeClass (handler runsc) of sandboxes
 	// created with runtime gvisor; "" serves runc alone.
 	GVisorRuntimeClass string `yaml:"gvisor_runtime_class"`
+	// UserNamespaces runs sandbox pods with hostUsers: false, so root in a
+	// sandbox is an unprivileged user on the node. The nodes' runtime must
+	// support it (containerd 2.0 or later with runc 1.2 or later); a node
+	// whose runtime does not refuses the pod, and the create says so.
+	UserNamespaces bool `yaml:"user_namespaces"`
 	// NetworkPolicy creates, once per namespace, a NetworkPolicy that denies
 	// all traffic of sandboxes created with network "none". It needs a CNI
 	// plugin that enforces NetworkPolicy, and RBAC on networkpolicies.

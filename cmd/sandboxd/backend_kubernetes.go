@@ -24,6 +24,7 @@ func newKubernetes(cfg *config.Config, dep sandbox.Deployment, log *slog.Logger)
 		kubernetes.WithDefaultImage(cfg.DefaultImage),
 		kubernetes.WithRuntimeClass(k.RuntimeClassName),
 		kubernetes.WithGVisorRuntimeClass(k.GVisorRuntimeClass),
+		kubernetes.WithUserNamespaces(k.UserNamespaces),
 		kubernetes.WithNetworkPolicy(k.NetworkPolicy),
 		kubernetes.WithServiceAccount(k.ServiceAccountName),
 		kubernetes.WithNodeSelector(k.NodeSelector),

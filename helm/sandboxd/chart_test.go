@@ -222,6 +222,7 @@ func TestDefaultValues(t *testing.T) {
 		"pods":      {"create", "delete", "get", "list", "patch", "watch"},
 		"pods/exec": {"create", "get"},
 		"pods/log":  {"get"},
+		"events":    {"list"},
 	}
 	for res, verbs := range got {
 		slices.Sort(verbs)

@@ -97,6 +97,7 @@ type Backend struct {
 	pullPolicy   corev1.PullPolicy
 	runtimeClass string
 	gvisorClass  string // the RuntimeClass of runtime gvisor; "": not served
+	userNS       bool   // pods with hostUsers: false
 	netPolicy    bool
 	linksDown    bool
 	serviceAcct  string
@@ -167,6 +168,11 @@ func WithRuntimeClass(name string) Option { return func(b *Backend) { b.runtimeC
 // WithGVisorRuntimeClass is the RuntimeClass (its handler runsc) of the
 // sandboxes created with runtime gvisor; without it they are refused.
 func WithGVisorRuntimeClass(name string) Option { return func(b *Backend) { b.gvisorClass = name } }
+
+// WithUserNamespaces runs sandbox pods in their own user namespace
+// (hostUsers: false): root in the sandbox maps to an unprivileged user on
+// the node. The nodes' container runtime must support it.
+func WithUserNamespaces(on bool) Option { return func(b *Backend) { b.userNS = on } }
 
 var _ sandbox.RuntimeServer = (*Backend)(nil)
 

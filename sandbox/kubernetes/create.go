@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,6 +132,7 @@ func (b *Backend) waitRunning(ctx context.Context, name string) (*corev1.Pod, er
 		tick.Reset(b.watchedPollEvery)
 	}
 	var last *corev1.Pod
+	var eventsRead time.Time
 	for {
 		p, err := b.cs.CoreV1().Pods(b.namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
@@ -145,6 +147,14 @@ func (b *Backend) waitRunning(ctx context.Context, name string) (*corev1.Pod, er
 			}
 			if reason := stuck(p); reason != "" {
 				return nil, startErr(p, reason)
+			}
+			// A node whose runtime refuses the pod itself says so only in
+			// an event, and the pod waits in ContainerCreating for ever.
+			if p.Spec.NodeName != "" && time.Since(eventsRead) >= eventsEvery {
+				eventsRead = time.Now()
+				if msg := b.runtimeRefusal(ctx, p); msg != "" {
+					return nil, refusedErr(p, msg)
+				}
 			}
 		}
 		select {
@@ -162,6 +172,48 @@ func (b *Backend) waitRunning(ctx context.Context, name string) (*corev1.Pod, er
 		case <-tick.C:
 		}
 	}
+}
+
+// eventsEvery is how often a starting pod's events are read.
+const eventsEvery = 2 * time.Second
+
+// runtimeRefusals are the words of a node's container runtime refusing a
+// pod for good (FailedCreatePodSandBox): the runtime lacks user namespaces,
+// or the RuntimeClass's handler.
+var runtimeRefusals = []string{"does not support user namespaces", "no runtime for", "failed to get sandbox runtime"}
+
+// runtimeRefusal is the message of an event in which the node's runtime
+// refused p for good, or "" (also when the events cannot be read: RBAC
+// without events only loses the early answer).
+func (b *Backend) runtimeRefusal(ctx context.Context, p *corev1.Pod) string {
+	evs, err := b.cs.CoreV1().Events(b.namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + p.Name + ",reason=FailedCreatePodSandBox", Limit: 20})
+	if err != nil {
+		return ""
+	}
+	for _, ev := range evs.Items {
+		if ev.InvolvedObject.UID != p.UID {
+			continue // an earlier pod of the same name
+		}
+		for _, w := range runtimeRefusals {
+			if strings.Contains(ev.Message, w) {
+				return ev.Message
+			}
+		}
+	}
+	return ""
+}
+
+// refusedErr says that the node's runtime refused p, and what to change.
+func refusedErr(p *corev1.Pod, msg string) error {
+	fix := "run it on nodes whose container runtime has what the pod asks"
+	switch {
+	case p.Spec.HostUsers != nil && !*p.Spec.HostUsers && strings.Contains(msg, "user namespaces"):
+		fix = "turn kubernetes.user_namespaces off, or run sandboxes on nodes whose runtime supports user namespaces (containerd 2.0 or later with runc 1.2 or later)"
+	case p.Spec.RuntimeClassName != nil:
+		fix = fmt.Sprintf("give every node's containerd the handler of RuntimeClass %s (for gVisor: runsc and its shim), or create the sandbox with another runtime", *p.Spec.RuntimeClassName)
+	}
+	return errdefs.FailedPrecondition("sandbox pod %s cannot start: the node's container runtime refused it (%s); %s", p.Name, msg, fix)
 }
 
 // stuck names why a starting pod will never run, or "".

@@ -127,6 +127,10 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 		rc := b.gvisorClass
 		pod.Spec.RuntimeClassName = &rc
 	}
+	if b.userNS {
+		hostUsers := false
+		pod.Spec.HostUsers = &hostUsers
+	}
 	return pod
 }
 
