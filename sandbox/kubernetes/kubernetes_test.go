@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -542,5 +543,21 @@ func TestPodSpecGVisorRuntimeClass(t *testing.T) {
 	plain, _ := fakeCluster(t, nil, WithAgentImage("sandboxd:test"))
 	if got := sandbox.ServedRuntimes(plain); !slices.Equal(got, []string{"runc"}) {
 		t.Errorf("without a gVisor RuntimeClass the backend serves %v, want runc alone", got)
+	}
+}
+
+// With user namespaces a sandbox pod does not share the node's users; by
+// default it does (few runtimes support the other).
+func TestPodSpecUserNamespaces(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		b, cs := fakeCluster(t, nil, WithUserNamespaces(on))
+		info, err := b.Create(bg(t), sandbox.Spec{Tenant: "t", Conversation: "userns-" + strconv.FormatBool(on)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := getPod(t, cs, info.ID)
+		if got := p.Spec.HostUsers != nil && !*p.Spec.HostUsers; got != on {
+			t.Errorf("user_namespaces %v: hostUsers %v", on, p.Spec.HostUsers)
+		}
 	}
 }
