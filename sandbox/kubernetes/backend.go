@@ -58,6 +58,9 @@ const (
 	// agent in (and takes a network "none" pod's interfaces down).
 	ContainerName     = "sandbox"
 	InitContainerName = "agent"
+	// HomeSeedContainerName copies the image's home directory into the
+	// writable one of a sandbox whose root is read-only.
+	HomeSeedContainerName = "home"
 	// DefaultAgentImage is sandboxd's own image.
 	DefaultAgentImage = "sandboxd:latest"
 	// NetworkPolicyName names the policy that isolates network "none" pods.
@@ -174,7 +177,13 @@ func WithGVisorRuntimeClass(name string) Option { return func(b *Backend) { b.gv
 // the node. The nodes' container runtime must support it.
 func WithUserNamespaces(on bool) Option { return func(b *Backend) { b.userNS = on } }
 
-var _ sandbox.RuntimeServer = (*Backend)(nil)
+var (
+	_ sandbox.RuntimeServer      = (*Backend)(nil)
+	_ sandbox.ReadOnlyRootServer = (*Backend)(nil)
+)
+
+// ServesReadOnlyRoot is true: see readOnlyRoot.
+func (b *Backend) ServesReadOnlyRoot() bool { return true }
 
 // Runtimes are runc, and gvisor where a RuntimeClass is configured for it.
 func (b *Backend) Runtimes() []string {

@@ -154,7 +154,7 @@ func infoFrom(m metav1.ObjectMeta) sandbox.Info {
 		labels = map[string]string{}
 	}
 	// The raw values live in the annotations; the labels may be hashes.
-	for _, k := range []string{sandbox.LabelTenant, sandbox.LabelConversation, sandbox.LabelCreatedAt, sandbox.LabelEgress, sandbox.LabelEgressChange, sandbox.LabelLifecycle, sandbox.LabelExpiry, sandbox.LabelSetuid, sandbox.LabelRuntime} {
+	for _, k := range []string{sandbox.LabelTenant, sandbox.LabelConversation, sandbox.LabelCreatedAt, sandbox.LabelEgress, sandbox.LabelEgressChange, sandbox.LabelLifecycle, sandbox.LabelExpiry, sandbox.LabelSetuid, sandbox.LabelRuntime, sandbox.LabelReadOnlyRoot} {
 		if v, ok := m.Annotations[k]; ok {
 			labels[k] = v
 		}

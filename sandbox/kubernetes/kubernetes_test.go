@@ -561,3 +561,40 @@ func TestPodSpecUserNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// A read-only root pod: the sandbox container's root read-only, /tmp a
+// memory volume, home a volume seeded from the image by an init
+// container; the sandbox reads back as read-only root.
+func TestPodSpecReadOnlyRoot(t *testing.T) {
+	b, cs := fakeCluster(t, nil)
+	info, err := b.Create(bg(t), sandbox.Spec{Tenant: "t", Conversation: "ro", Image: "py:3", ReadOnlyRoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := getPod(t, cs, info.ID)
+	c := p.Spec.Containers[0]
+	if ro := c.SecurityContext.ReadOnlyRootFilesystem; ro == nil || !*ro {
+		t.Errorf("the sandbox container's root is writable")
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m.Name
+	}
+	if mounts["/tmp"] != tmpVolume || mounts["/root"] != homeVolume || mounts[Workspace] != workspaceVolume {
+		t.Errorf("mounts %v; want the workspace, /tmp and /root writable", mounts)
+	}
+	seed := p.Spec.InitContainers[len(p.Spec.InitContainers)-1]
+	if seed.Name != HomeSeedContainerName || seed.Image != "py:3" {
+		t.Errorf("init containers %+v; want the last to copy py:3's home", p.Spec.InitContainers)
+	}
+	if !sandbox.ReadOnlyRootOf(info) {
+		t.Errorf("the sandbox reads back with labels %v", info.Labels)
+	}
+	plain, err := b.Create(bg(t), sandbox.Spec{Tenant: "t", Conversation: "rw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := getPod(t, cs, plain.ID); p.Spec.Containers[0].SecurityContext.ReadOnlyRootFilesystem != nil || len(p.Spec.InitContainers) != 1 {
+		t.Errorf("a default pod has a read-only root or a home seed: %+v", p.Spec)
+	}
+}

@@ -16,13 +16,22 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/sandbox/docker"
 )
 
 // Volumes of a sandbox pod.
 const (
 	agentVolume     = "sandboxd-agent"
 	workspaceVolume = "workspace"
+	// tmpVolume and homeVolume are /tmp and the home directory of a
+	// sandbox whose root is read-only.
+	tmpVolume  = "tmp"
+	homeVolume = "home"
 )
+
+// tmpSize bounds /tmp under a read-only root: it is memory, counted in the
+// sandbox's memory limit.
+var tmpSize = resource.MustParse("1Gi")
 
 // terminationGrace is how long a deleted sandbox's agent has to stop its
 // processes before the kubelet kills them.
@@ -131,7 +140,41 @@ func (b *Backend) podFor(id, img string, spec sandbox.Spec) *corev1.Pod {
 		hostUsers := false
 		pod.Spec.HostUsers = &hostUsers
 	}
+	if spec.ReadOnlyRoot {
+		readOnlyRoot(pod, img, b.pullPolicy)
+	}
 	return pod
+}
+
+// readOnlyRoot makes the sandbox container's root file system read-only,
+// with /tmp (memory, 1 GiB) and the home directory writable beside the
+// workspace. The home directory starts with the image's files (dot files
+// the tools and shells read): an init container of the sandbox's image
+// copies them into its volume first.
+func readOnlyRoot(pod *corev1.Pod, img string, pull corev1.PullPolicy) {
+	yes, no := true, false
+	c := &pod.Spec.Containers[0]
+	c.SecurityContext.ReadOnlyRootFilesystem = &yes
+	c.VolumeMounts = append(c.VolumeMounts,
+		corev1.VolumeMount{Name: tmpVolume, MountPath: "/tmp"},
+		corev1.VolumeMount{Name: homeVolume, MountPath: docker.Home})
+	pod.Spec.Volumes = append(pod.Spec.Volumes,
+		corev1.Volume{Name: tmpVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &tmpSize}}},
+		corev1.Volume{Name: homeVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{
+		Name:            HomeSeedContainerName,
+		Image:           img,
+		ImagePullPolicy: pull,
+		Command:         []string{"cp", "-a", docker.Home + "/.", "/seed/"},
+		VolumeMounts:    []corev1.VolumeMount{{Name: homeVolume, MountPath: "/seed"}},
+		Resources:       corev1.ResourceRequirements{Limits: initLimits(), Requests: initLimits()},
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: &no,
+			ReadOnlyRootFilesystem:   &yes,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	})
 }
 
 // agentInstaller is the init container that puts the agent into the
