@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxd/sandboxd/api"
+	"github.com/sandboxd/sandboxd/audit"
 	"github.com/sandboxd/sandboxd/egress/gateway"
 	"github.com/sandboxd/sandboxd/internal/egresstest"
 )
@@ -290,6 +291,31 @@ EOF`, "refused:", true},
 				t.Fatalf("a record without its sandbox, conversation or tenant: %+v", r)
 			}
 		}
+		// Each decision is an event record of the audit too: the same
+		// count of each, naming the sandbox and the target.
+		waitFor(t, 30*time.Second, "the egress decisions in the audit record", func() error {
+			events := map[string]int{}
+			for _, r := range auditRecordsAt(t, d.URL, d.Token, "sandbox="+sb.ID) {
+				if r.Kind == audit.KindEvent && strings.HasPrefix(r.Action, "egress.") {
+					events[r.Action]++
+					if r.Action == "egress.denied" && (r.Outcome != "denied" || r.Detail == "") {
+						return fmt.Errorf("a denied egress record %+v lacks its outcome or detail", r)
+					}
+				}
+			}
+			var allowed, denied int
+			for _, r := range recs {
+				if r.Decision == "allow" {
+					allowed++
+				} else {
+					denied++
+				}
+			}
+			if events["egress.allowed"] < allowed || events["egress.denied"] < denied {
+				return fmt.Errorf("audit has %v, the egress listing %d allowed and %d denied", events, allowed, denied)
+			}
+			return nil
+		})
 		for _, s := range []string{`sandboxd_egress_connections_total{decision="allow"}`, `sandboxd_egress_connections_total{decision="deny"}`, `sandboxd_egress_bytes_total{direction="down"}`} {
 			if v := metricValue(t, d, s); v <= 0 {
 				t.Errorf("%s = %v, want > 0", s, v)
