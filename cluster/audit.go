@@ -99,18 +99,7 @@ func (rt *Router) listAudit(w http.ResponseWriter, r *http.Request) {
 		// positions for the next page.
 		page.Next = makeMergedCursor(pos)
 	}
-	b, err := json.Marshal(page)
-	if err != nil {
-		local.copyTo(w)
-		return
-	}
-	h := w.Header()
-	for k, v := range local.h {
-		h[k] = v
-	}
-	h.Del("Content-Length")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(b, '\n'))
+	writeMerged(w, local, page)
 }
 
 // mergeAudit takes up to limit records from parts, each part's in its

@@ -148,7 +148,14 @@ func (rt *Router) listQuestions(w http.ResponseWriter, r *http.Request) {
 	for _, list := range got {
 		items = append(items, list...)
 	}
-	b, err := json.Marshal(mergeQuestions(items))
+	writeMerged(w, local, mergeQuestions(items))
+}
+
+// writeMerged answers v, merged from every replica's part, as JSON with
+// the header of this replica's own answer (its request id), or that answer
+// as it was when v does not encode.
+func writeMerged(w http.ResponseWriter, local *recorder, v any) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		local.copyTo(w)
 		return

@@ -285,14 +285,26 @@ func auditRecords(t *testing.T, d *daemon) []audit.Record {
 }
 
 // auditRecordsAt reads every record token sees at base through
-// GET /v1/audit?query, a page at a time, leaving out the reads of the
-// record.
+// GET /v1/audit?query, a page of 1000 at a time, leaving out the reads of
+// the record; a refusal fails the test.
 func auditRecordsAt(t *testing.T, base, token, query string) []audit.Record {
+	t.Helper()
+	recs, status := auditPagesAt(t, base, token, query, 1000)
+	if status != http.StatusOK {
+		t.Fatalf("GET /v1/audit?%s at %s: %d", query, base, status)
+	}
+	return recs
+}
+
+// auditPagesAt reads the pages of GET /v1/audit?query of limit records
+// each, leaving out the reads of the record, until the cursor ends or a
+// page is refused with a 4xx (its status is returned, and no record).
+func auditPagesAt(t *testing.T, base, token, query string, limit int) ([]audit.Record, int) {
 	t.Helper()
 	var out []audit.Record
 	cursor := ""
 	for range 1000 {
-		u := base + "/v1/audit?limit=1000"
+		u := fmt.Sprintf("%s/v1/audit?limit=%d", base, limit)
 		if query != "" {
 			u += "&" + query
 		}
@@ -308,10 +320,14 @@ func auditRecordsAt(t *testing.T, base, token, query string) []audit.Record {
 		var p api.AuditPage
 		err = json.NewDecoder(resp.Body).Decode(&p)
 		resp.Body.Close()
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("GET /v1/audit: %d %v", resp.StatusCode, err)
-		}
-		if len(p.Unreached) > 0 {
+		switch {
+		case resp.StatusCode >= 400 && resp.StatusCode < 500:
+			return nil, resp.StatusCode
+		case err != nil || resp.StatusCode != 200:
+			t.Fatalf("GET %s: %d %v", u, resp.StatusCode, err)
+		case len(p.Records) > limit:
+			t.Fatalf("a page of limit %d has %d records", limit, len(p.Records))
+		case len(p.Unreached) > 0:
 			t.Fatalf("GET /v1/audit at %s: replicas %v did not answer", base, p.Unreached)
 		}
 		for _, r := range p.Records {
@@ -320,12 +336,12 @@ func auditRecordsAt(t *testing.T, base, token, query string) []audit.Record {
 			}
 		}
 		if p.Next == "" {
-			return out
+			return out, http.StatusOK
 		}
 		cursor = p.Next
 	}
 	t.Fatal("GET /v1/audit's cursor never ended")
-	return nil
+	return nil, 0
 }
 
 // readAuditDir reads the files as a reviewer would, with no daemon.

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -530,45 +529,15 @@ func (w *awWorkload) checkRecords(recs []audit.Record, ids awIDs) {
 
 // awAudit reads every record a token sees through GET /v1/audit, a page of
 // 100 at a time, leaving out the reads of the record. query is added to
-// each page's URL ("&run=..."). A refusal (4xx) is an empty answer.
+// each page's URL ("&run=..."). A refusal (4xx) of a query is an empty
+// answer.
 func awAudit(t *testing.T, base, token, query string) []audit.Record {
 	t.Helper()
-	var out []audit.Record
-	cursor := ""
-	for range 1000 {
-		u := base + "/v1/audit?limit=100" + query
-		if cursor != "" {
-			u += "&cursor=" + url.QueryEscape(cursor)
-		}
-		req, _ := http.NewRequestWithContext(ctx(t), "GET", u, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var p api.AuditPage
-		err = json.NewDecoder(resp.Body).Decode(&p)
-		resp.Body.Close()
-		switch {
-		case resp.StatusCode >= 400 && resp.StatusCode < 500 && query != "":
-			return nil
-		case err != nil || resp.StatusCode != 200:
-			t.Fatalf("GET %s: %d %v", u, resp.StatusCode, err)
-		case len(p.Records) > 100:
-			t.Fatalf("a page of limit 100 has %d records", len(p.Records))
-		}
-		for _, r := range p.Records {
-			if r.Action != "GET /v1/audit" {
-				out = append(out, r)
-			}
-		}
-		if p.Next == "" {
-			return out
-		}
-		cursor = p.Next
+	recs, status := auditPagesAt(t, base, token, strings.TrimPrefix(query, "&"), 100)
+	if status != http.StatusOK && query == "" {
+		t.Fatalf("GET /v1/audit at %s: %d", base, status)
 	}
-	t.Fatal("GET /v1/audit's cursor never ended")
-	return nil
+	return recs
 }
 
 // awTamper runs `sandboxd audit verify` on the stopped daemon's files,
