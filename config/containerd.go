@@ -16,9 +16,13 @@ type Containerd struct {
 	Namespace string `yaml:"namespace"`
 	// Snapshotter unpacks images (default "overlayfs").
 	Snapshotter string `yaml:"snapshotter"`
-	// Runtime is the shim (default "io.containerd.runc.v2"; for example
-	// "io.containerd.runsc.v1" runs sandboxes under gVisor where installed).
+	// Runtime is the shim of runc sandboxes (default
+	// "io.containerd.runc.v2"). Sandboxes of runtime gvisor run under the
+	// runc shim with runsc as its binary, whatever this says.
 	Runtime string `yaml:"runtime"`
+	// Runsc is gVisor's runsc binary (default: runsc found in PATH at
+	// start); without one that runs, runtime gvisor is refused.
+	Runsc string `yaml:"runsc"`
 }
 
 // containerdName is a containerd identifier: namespaces, snapshotters.
@@ -38,6 +42,8 @@ func (c Containerd) Validate() error {
 		return fmt.Errorf("containerd.snapshotter: %q is not a valid snapshotter name; use e.g. overlayfs or native", c.Snapshotter)
 	case c.Runtime != "" && !runtimeName.MatchString(c.Runtime):
 		return fmt.Errorf("containerd.runtime: %q is not a runtime name; use the io.containerd.<name>.<version> form, e.g. io.containerd.runc.v2", c.Runtime)
+	case c.Runsc != "" && !filepath.IsAbs(c.Runsc):
+		return fmt.Errorf("containerd.runsc: %q is not an absolute path; use e.g. /usr/bin/runsc, or leave it out to find runsc in PATH", c.Runsc)
 	}
 	return nil
 }

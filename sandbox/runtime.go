@@ -24,6 +24,13 @@ type RuntimeServer interface {
 	Runtimes() []string
 }
 
+// RuntimeRefuser is an optional RuntimeServer capability: why the backend
+// does not serve a runtime, in a sentence naming what the operator must
+// install or change (nil: the generic refusal will do).
+type RuntimeRefuser interface {
+	RefuseRuntime(runtime string) error
+}
+
 // ServedRuntimes are the runtimes b can make sandboxes with.
 func ServedRuntimes(b Backend) []string {
 	if rs, ok := b.(RuntimeServer); ok {
@@ -89,6 +96,11 @@ func (m *Manager) servesRuntime(spec Spec) error {
 	for _, s := range served {
 		if s == r {
 			return nil
+		}
+	}
+	if rr, ok := m.backend.(RuntimeRefuser); ok {
+		if err := rr.RefuseRuntime(r); err != nil {
+			return err
 		}
 	}
 	return errdefs.FailedPrecondition("the %s backend of this sandboxd does not serve runtime %q (it serves %v); ask for one of those", m.backend.Name(), r, served)

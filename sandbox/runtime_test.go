@@ -30,3 +30,30 @@ func TestCreateRefusesWhatTheBackendCannotServe(t *testing.T) {
 		t.Errorf("an unnamed runtime stamps %v and reads %q, want runc", l, RuntimeOf(Info{}))
 	}
 }
+
+// refusingBackend says why it does not serve gVisor.
+type refusingBackend struct {
+	*fakeBackend
+	why error
+}
+
+func (r refusingBackend) RefuseRuntime(rt string) error {
+	if rt == RuntimeGVisor {
+		return r.why
+	}
+	return nil
+}
+
+// A backend that says why it does not serve a runtime is refused in its
+// words (what to install), not the generic sentence; runc still works.
+func TestCreateRefusesInTheBackendsWords(t *testing.T) {
+	why := errdefs.FailedPrecondition("install runsc")
+	m := startManager(t, refusingBackend{newFake(t), why})
+	ctx := testCtx(t)
+	if _, err := m.Create(ctx, Spec{Tenant: "t", Conversation: "c1", Runtime: RuntimeGVisor}); err != why {
+		t.Errorf("gvisor: %v, want the backend's %v", err, why)
+	}
+	if _, err := m.Create(ctx, Spec{Tenant: "t", Conversation: "c1", Runtime: RuntimeRunc}); err != nil {
+		t.Errorf("runc: %v", err)
+	}
+}

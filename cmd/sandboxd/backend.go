@@ -106,5 +106,8 @@ func newContainerd(dataDir, agentBin string, cfg *config.Config, dep sandbox.Dep
 	if c.Runtime != "" {
 		opts = append(opts, containerd.WithRuntime(c.Runtime))
 	}
+	if c.Runsc != "" {
+		opts = append(opts, containerd.WithRunsc(c.Runsc))
+	}
 	return containerd.New(opts...)
 }

@@ -10,6 +10,10 @@
 // backend's capability set; its workspace is a host directory under the
 // data dir (or the spec's host workspace) bind-mounted at /workspace.
 //
+// Runtime gvisor runs the sandbox under the same runc shim with gVisor's
+// runsc as the shim's binary (gvisor.go); the backend serves it when runsc
+// is installed.
+//
 // Images are not pulled: copy them from Docker with ImportFromDocker or
 // scripts/containerd-import.sh. Unlike Docker's unless-stopped policy,
 // nothing restarts a sandbox whose task died (a host reboot): it is
@@ -77,6 +81,12 @@ type Backend struct {
 	defaults    sandbox.Resources
 	dep         sandbox.Deployment
 	started     time.Time // what a sandboxd that died left is older
+	// runsc is gVisor's binary as configured; gvisorScript, the script
+	// that runs it for the shim, is set when gVisor sandboxes can be made,
+	// gvisorErr says why not otherwise (gvisor.go).
+	runsc        string
+	gvisorScript string
+	gvisorErr    error
 	// noOverlayDiff makes snapshots use containerd's diff service only
 	// (tests of both ways).
 	noOverlayDiff bool
@@ -113,8 +123,9 @@ func WithNamespace(ns string) Option { return func(b *Backend) { b.ns = ns } }
 // WithSnapshotter names the snapshotter (default DefaultSnapshotter).
 func WithSnapshotter(name string) Option { return func(b *Backend) { b.snapshotter = name } }
 
-// WithRuntime names the runtime shim (default DefaultRuntime; e.g.
-// "io.containerd.runsc.v1" for gVisor where it is installed).
+// WithRuntime names the runtime shim of runc sandboxes (default
+// DefaultRuntime). gVisor sandboxes always run under DefaultRuntime's shim
+// with runsc as its binary (gvisor.go).
 func WithRuntime(name string) Option { return func(b *Backend) { b.runtime = name } }
 
 // WithExtraCaps adds capabilities to docker.DefaultCaps (e.g. "NET_BIND_SERVICE").
@@ -149,6 +160,7 @@ func New(opts ...Option) (*Backend, error) {
 		caps:        append([]string(nil), docker.DefaultCaps...),
 		defaults:    docker.DefaultResources,
 		started:     time.Now(),
+		runsc:       DefaultRunsc,
 	}
 	for _, opt := range opts {
 		opt(b)
@@ -177,6 +189,7 @@ func New(opts ...Option) (*Backend, error) {
 		b.cli, b.ownsCli = cli, true
 	}
 	b.sweepMounts()
+	b.setupGVisor(context.Background())
 	return b, nil
 }
 

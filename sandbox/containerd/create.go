@@ -57,6 +57,11 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 	if name == "" {
 		return sandbox.Info{}, errdefs.InvalidArgument("no image was named and no default image is configured; name one or set default_image")
 	}
+	// The runtime goes before the image: a refused runtime makes nothing.
+	withRuntime, err := b.withRuntime(spec)
+	if err != nil {
+		return sandbox.Info{}, err
+	}
 	img, err := b.resolveImage(ctx, name)
 	if err != nil {
 		return sandbox.Info{}, err
@@ -92,7 +97,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 		containerd.WithImage(img),
 		containerd.WithSnapshotter(b.snapshotter),
 		containerd.WithNewSnapshot(NamePrefix+id, img),
-		containerd.WithRuntime(b.runtime, nil),
+		withRuntime,
 		containerd.WithContainerLabels(l),
 		containerd.WithNewSpec(b.specOpts(img, ws, spec)...),
 	)
@@ -103,7 +108,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Info, 
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if t, terr := c.Task(cctx, nil); terr == nil {
-			_, _ = t.Delete(cctx, containerd.WithProcessKill)
+			_, _ = t.Delete(cctx, withProcessKill)
 		}
 		if derr := c.Delete(cctx, containerd.WithSnapshotCleanup); derr != nil {
 			b.log.Warn("cannot remove a container that failed to start", "container", c.ID(), "err", derr)

@@ -181,7 +181,7 @@ func (b *Backend) Hibernate(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	if _, err := t.Delete(tctx, containerd.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
+	if _, err := t.Delete(tctx, withProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr("delete the stopped task of sandbox "+id, err)
 	}
 	return nil
@@ -196,7 +196,7 @@ func (b *Backend) stopInit(ctx context.Context, t containerd.Task, id string) (t
 	if err != nil {
 		return time.Time{}, engineErr("wait for the task of sandbox "+id, err)
 	}
-	if err := t.Kill(ctx, sandbox.SignalHibernate); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := killStopped(ctx, t, t.Kill(ctx, sandbox.SignalHibernate)); err != nil {
 		return time.Time{}, engineErr("signal the hibernation to sandbox "+id, err)
 	}
 	grace := time.NewTimer(hibernateGrace)
@@ -209,7 +209,7 @@ func (b *Backend) stopInit(ctx context.Context, t containerd.Task, id string) (t
 	case <-grace.C:
 	}
 	b.log.Info("the sandbox's init did not exit on the hibernation signal; killing it", "sandbox", id, "after", hibernateGrace)
-	if err := t.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := killStopped(ctx, t, t.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll)); err != nil {
 		return time.Time{}, engineErr("kill the processes of sandbox "+id, err)
 	}
 	select {
@@ -265,7 +265,7 @@ func (b *Backend) Wake(ctx context.Context, id string) error {
 		}
 		// An exited task, or one made by a wake cut short before its start:
 		// a task cannot be started twice, so it makes way for a new one.
-		if _, err := t.Delete(tctx, containerd.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := t.Delete(tctx, withProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
 			return engineErr("delete the old task of sandbox "+id, err)
 		}
 	}
@@ -279,7 +279,7 @@ func (b *Backend) Wake(ctx context.Context, id string) error {
 		return engineErr("create a new task for sandbox "+id, err)
 	}
 	if err := nt.Start(tctx); err != nil {
-		if _, derr := nt.Delete(tctx, containerd.WithProcessKill); derr != nil {
+		if _, derr := nt.Delete(tctx, withProcessKill); derr != nil {
 			b.log.Warn("cannot delete a task that failed to start", "sandbox", id, "err", derr)
 		}
 		return engineErr("start the task of sandbox "+id, err)

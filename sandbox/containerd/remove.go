@@ -87,12 +87,12 @@ func (b *Backend) stop(ctx context.Context, c containerd.Container, del bool) er
 		return engineErr("find the task of sandbox "+sandboxID(c.ID()), err)
 	}
 	if del {
-		if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := t.Delete(ctx, withProcessKill); err != nil && !cerrdefs.IsNotFound(err) {
 			return engineErr("kill the task of sandbox "+sandboxID(c.ID()), err)
 		}
 		return nil
 	}
-	if err := containerd.WithProcessKill(ctx, t); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := withProcessKill(ctx, t); err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr("kill the task of sandbox "+sandboxID(c.ID()), err)
 	}
 	return nil

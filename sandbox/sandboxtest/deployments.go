@@ -90,7 +90,7 @@ func (s *suite) deploymentsApart(t *testing.T) {
 
 func (s *suite) createIn(t *testing.T, m *sandbox.Manager, conv string) sandbox.Info {
 	t.Helper()
-	info, err := m.Create(ctx(t), sandbox.Spec{Tenant: s.tenant, Conversation: conv, Image: s.cfg.image})
+	info, err := m.Create(ctx(t), sandbox.Spec{Tenant: s.tenant, Conversation: conv, Image: s.cfg.image, Runtime: s.cfg.runtime})
 	if err != nil {
 		t.Fatalf("Create(%s): %v", conv, err)
 	}

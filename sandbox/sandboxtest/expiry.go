@@ -15,7 +15,7 @@ func (s *suite) expiryAndLabels(t *testing.T) {
 	m := s.manager(t)
 	at := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	ext := map[string]string{sandbox.LabelExtPrefix + "suite": `{"template":"base","metadata":{"k":"v w"}}`}
-	info, err := m.Create(ctx(t), sandbox.Spec{Tenant: s.tenant, Conversation: "c-expiry", Image: s.cfg.image,
+	info, err := m.Create(ctx(t), sandbox.Spec{Tenant: s.tenant, Conversation: "c-expiry", Image: s.cfg.image, Runtime: s.cfg.runtime,
 		Expiry: sandbox.Expiry{At: at, Then: sandbox.ExpireDelete}, Labels: ext})
 	if err != nil {
 		t.Fatalf("Create: %v", err)

@@ -73,10 +73,11 @@ type lifeBox struct {
 
 func (s *suite) lifeBox(t *testing.T, conv string) *lifeBox {
 	t.Helper()
-	info, err := s.b.Create(ctx(t), sandbox.Spec{Tenant: s.tenant, Conversation: conv, Image: s.cfg.image})
+	info, err := s.b.Create(ctx(t), sandbox.Spec{Tenant: s.tenant, Conversation: conv, Image: s.cfg.image, Runtime: s.cfg.runtime})
 	if err != nil {
 		t.Fatalf("Create(%s): %v", conv, err)
 	}
+	s.checkRuntime(t, info)
 	lb := &lifeBox{s: s, info: info, fr: s.b.(sandbox.Freezer), hb: s.b.(sandbox.Hibernator)}
 	// A failed case must not leave a frozen sandbox to the cleanup.
 	t.Cleanup(func() { _ = lb.fr.Unpause(ctx(t), info.ID) })

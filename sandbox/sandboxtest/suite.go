@@ -29,10 +29,18 @@ type config struct {
 	pause, unpause func(ctx context.Context, id string) error
 	// isolated enables the limit and network cases (WithIsolation).
 	isolated bool
+	// runtime is the runtime of every sandbox the suite creates
+	// (WithRuntime).
+	runtime string
 }
 
 // WithImage is the image of every sandbox the suite creates.
 func WithImage(image string) Option { return func(c *config) { c.image = image } }
+
+// WithRuntime makes every sandbox the suite creates with runtime r
+// (sandbox.RuntimeGVisor, say), so that one backend's cases run again under
+// each runtime it serves; every sandbox checks that it got r.
+func WithRuntime(r string) Option { return func(c *config) { c.runtime = r } }
 
 // WithCounter counts the tenant's sandboxes the way an operator would (for
 // Docker: containers in any state carrying the tenant label), to prove that
@@ -131,11 +139,24 @@ func managerOf(t *testing.T, b sandbox.Backend, opts ...sandbox.Option) *sandbox
 
 func (s *suite) create(t *testing.T, m *sandbox.Manager, conv string) sandbox.Info {
 	t.Helper()
-	info, err := m.Create(ctx(t), sandbox.Spec{Tenant: s.tenant, Conversation: conv, Image: s.cfg.image})
+	info, err := m.Create(ctx(t), sandbox.Spec{Tenant: s.tenant, Conversation: conv, Image: s.cfg.image, Runtime: s.cfg.runtime})
 	if err != nil {
 		t.Fatalf("Create(%s): %v", conv, err)
 	}
+	s.checkRuntime(t, info)
 	return info
+}
+
+// checkRuntime fails t unless info's sandbox has the suite's runtime.
+func (s *suite) checkRuntime(t *testing.T, info sandbox.Info) {
+	t.Helper()
+	want := s.cfg.runtime
+	if want == "" {
+		want = sandbox.RuntimeRunc
+	}
+	if got := sandbox.RuntimeOf(info); got != want {
+		t.Fatalf("sandbox %s has runtime %q, want %q", info.ID, got, want)
+	}
 }
 
 func (s *suite) agent(t *testing.T, m *sandbox.Manager, conv string) (*agent.Client, sandbox.Info) {
@@ -173,7 +194,7 @@ func (s *suite) createListGet(t *testing.T) {
 func (s *suite) conflict(t *testing.T) {
 	m := s.manager(t)
 	first := s.create(t, m, "c-conflict")
-	_, err := m.Create(ctx(t), sandbox.Spec{Tenant: s.tenant, Conversation: "c-conflict", Image: s.cfg.image})
+	_, err := m.Create(ctx(t), sandbox.Spec{Tenant: s.tenant, Conversation: "c-conflict", Image: s.cfg.image, Runtime: s.cfg.runtime})
 	if !errors.Is(err, errdefs.ErrConflict) || !strings.Contains(err.Error(), first.ID) {
 		t.Fatalf("second Create = %v, want conflict naming %s", err, first.ID)
 	}
