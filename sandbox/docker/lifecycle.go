@@ -41,11 +41,36 @@ func (b *Backend) Pause(ctx context.Context, id string) error {
 	if err := b.record(ctx, PauseVolumePrefix, id); err != nil {
 		return err
 	}
-	if err := b.cli.ContainerPause(ctx, c.ID); err != nil {
+	if err := b.pauseRetrying(ctx, c.ID); err != nil {
 		b.drop(context.WithoutCancel(ctx), PauseVolumePrefix, id)
 		return engineErr("pause sandbox "+id, err)
 	}
 	return nil
+}
+
+// Freezing a cgroup fails when its processes keep changing while runc
+// waits for them to stop (a burst of forks on a loaded machine): runc then
+// gives up with "unable to freeze" and leaves the sandbox running. Another
+// try a moment later, when the burst has passed, usually freezes it.
+const (
+	pauseTries = 4
+	pauseRetry = 250 * time.Millisecond
+)
+
+// pauseRetrying pauses container id, trying again after a failure to
+// freeze, at most pauseTries times in all, within ctx.
+func (b *Backend) pauseRetrying(ctx context.Context, id string) error {
+	var err error
+	for try := 1; ; try++ {
+		if err = b.cli.ContainerPause(ctx, id); err == nil || try == pauseTries || !strings.Contains(err.Error(), "unable to freeze") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try) * pauseRetry):
+		}
+	}
 }
 
 // Unpause thaws a paused sandbox; a running one is left alone.
