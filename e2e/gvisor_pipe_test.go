@@ -8,16 +8,22 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxd/sandboxd/api"
 )
 
 // TestGVisorPauseResumeCycles pauses and resumes a gVisor sandbox through
 // the API again and again, each time followed at once by a shell call:
 // every call after a resume runs, on the same workspace, in the same
-// sandbox, on the pipe that was open before the pause.
+// sandbox, on the pipe that was open before the pause. The sandbox has
+// TestGVisorAbuseAndLifecycle's limits: gVisor's own kernel counts in the
+// pids limit, and a resume is when it needs the most threads at once.
 func TestGVisorPauseResumeCycles(t *testing.T) {
 	needGVisor(t)
 	d := startDaemon(t, "docker", t.TempDir())
-	sb, run := gvisorBox(t, d, "gv-cycles", "gvisor")
+	sb, run := gvisorBox(t, d, "gv-cycles", "gvisor", func(r *api.CreateSandboxRequest) {
+		r.Resources = &api.Resources{MemoryMB: 512, Pids: 128}
+	})
 	mustCall(t, d, run.ID, "write", map[string]any{"path": "kept.txt", "content": "kept\n"})
 	const cycles = 20
 	for i := range cycles {
@@ -33,7 +39,7 @@ func TestGVisorPauseResumeCycles(t *testing.T) {
 		}
 	}
 	if v, ok := sampleValue(t, scrape(t, d), "sandboxd_agent_reconnects_total", map[string]string{"backend": "docker"}); !ok || v != 0 {
-		t.Errorf("agent reconnects over %d pauses = %v (present %v), want 0: the pipe is kept across a pause", cycles, v, ok)
+		t.Errorf("agent reconnects over %d pauses = %v (present %v), want 0: the pipe is kept across a pause, and the sandbox never restarted", cycles, v, ok)
 	}
 }
 
