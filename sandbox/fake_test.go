@@ -193,7 +193,7 @@ func (f *fakeBackend) AttachAgent(ctx context.Context, id string) (io.ReadWriteC
 	}
 	ours, theirs := net.Pipe()
 	go func() { _ = d.ServeConn(context.Background(), theirs) }()
-	p := &mutePipe{Conn: ours, quiet: make(chan struct{}), closed: make(chan struct{})}
+	p := &mutePipe{Conn: ours, peer: theirs, quiet: make(chan struct{}), closed: make(chan struct{})}
 	if f.pipes == nil {
 		f.pipes = map[string][]*mutePipe{}
 	}
@@ -213,9 +213,20 @@ func (f *fakeBackend) silence(id string) {
 	}
 }
 
+// cut ends every pipe of box id handed out so far from the engine's side,
+// as an engine ends an exec's stream when the process behind it died.
+func (f *fakeBackend) cut(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.pipes[id] {
+		_ = p.peer.Close()
+	}
+}
+
 // mutePipe is a pipe end that silence can make go quiet.
 type mutePipe struct {
 	net.Conn
+	peer   net.Conn // the agent's end
 	muted  sync.Once
 	quiet  chan struct{} // closed by mute
 	closed chan struct{} // closed by Close

@@ -220,7 +220,7 @@ func (m *Manager) open(ctx context.Context, id, conv string) (*agent.Client, Inf
 	if err != nil {
 		return nil, Info{}, m.dialFailed(ctx, id, conv, m.backendErr("attach to the agent of sandbox "+id, err))
 	}
-	c, err := agent.NewClient(ctx, rwc, m.stallOption(id, info.Started))
+	c, err := agent.NewClient(ctx, rwc, m.stallOption(id, info.Started), m.endOption(id, info.Started))
 	if err != nil {
 		_ = rwc.Close()
 		return nil, Info{}, m.dialFailed(ctx, id, conv,
@@ -380,11 +380,61 @@ func (m *Manager) stallOption(id string, started time.Time) agent.ClientOption {
 		m.mu.Unlock()
 		if restarted {
 			m.log.Warn("a call on the agent pipe got no answer: the sandbox restarted under it", "id", id, "conversation", conv, "state", info.State, "runtime", RuntimeOf(info))
-			return errdefs.Unavailable("the sandbox of conversation %s restarted during this call: its processes died, this call's command with them, and its engine started it again (its files are kept)%s; check what the call had done, then retry", conv, restartCause(info))
+			return restartedErr(info, conv)
 		}
 		m.log.Info("a call on the agent pipe got no answer: the sandbox no longer runs", "id", id, "conversation", conv, "state", info.State)
 		return m.stateErr(info, conv)
 	})
+}
+
+// endOption makes a call whose session on id's pipe (opened at the
+// sandbox's start started) ended under it ask the engine why, as
+// stallOption does, and end with that: an engine may end the pipe of a
+// sandbox that died a moment before it reports the death, so a sandbox
+// still said to run as before is read again for up to dialSettle. The
+// next Agent call then reads the state again.
+func (m *Manager) endOption(id string, started time.Time) agent.ClientOption {
+	return agent.WithEndCheck(func(ctx context.Context) error {
+		m.mu.Lock()
+		conv := ""
+		if e := m.byID[id]; e != nil {
+			conv = e.info.Conversation
+		}
+		m.mu.Unlock()
+		settle := time.Now().Add(dialSettle)
+		for {
+			info, err := m.inspectOwn(ctx, id, conv)
+			switch {
+			case errors.Is(err, errdefs.ErrNotFound):
+				return err
+			case err != nil:
+				return nil
+			case restartedUnder(started, info) || info.State != StateRunning:
+				m.mu.Lock()
+				if e := m.byID[id]; e != nil {
+					e.checked = time.Time{}
+				}
+				m.mu.Unlock()
+				m.log.Info("the agent pipe ended under a call: the sandbox no longer runs as it did", "id", id, "conversation", conv, "state", info.State, "runtime", RuntimeOf(info))
+				if restartedUnder(started, info) {
+					return restartedErr(info, conv)
+				}
+				return m.stateErr(info, conv)
+			case time.Now().After(settle):
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(dialSettle / 10):
+			}
+		}
+	})
+}
+
+// restartedErr says that info's sandbox restarted under a call.
+func restartedErr(info Info, conv string) error {
+	return errdefs.Unavailable("the sandbox of conversation %s restarted during this call: its processes died, this call's command with them, and its engine started it again (its files are kept)%s; check what the call had done, then retry", conv, restartCause(info))
 }
 
 // errRestartedUnder is recheck's word that the sandbox restarted after

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +95,52 @@ func TestIdlePipeReplacedAfterRestart(t *testing.T) {
 	}
 	if _, _, reconnected := obs.get(); reconnected != 1 {
 		t.Errorf("%d reconnects counted, want 1", reconnected)
+	}
+}
+
+// A pipe the engine ends because the sandbox died, a moment before the
+// engine reports the restart: the call in flight says the sandbox
+// restarted, not that the session ended.
+func TestPipeEndedByARestart(t *testing.T) {
+	f := newFake(t)
+	m := startManager(t, f)
+	ctx := testCtx(t)
+	info, err := m.Create(ctx, Spec{Tenant: "acme", Conversation: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := m.Agent(ctx, "acme", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, &proto.ExecRequest{Argv: []string{"sh", "-c", "touch started; sleep 30"}, Dir: info.Workspace, Timeout: time.Minute})
+		done <- err
+	}()
+	eventually(t, "the exec starts", func() bool {
+		_, err := os.Stat(filepath.Join(info.Workspace, "started"))
+		return err == nil
+	})
+	// The engine reports the restart from its third reading on.
+	f.mu.Lock()
+	reads := 0
+	f.inspectHook = func(b *Info) {
+		if reads++; reads == 3 {
+			b.Started = b.Started.Add(time.Second)
+		}
+	}
+	f.mu.Unlock()
+	f.cut(info.ID)
+	err = <-done
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "restarted during this call") {
+		t.Fatalf("a call whose pipe the engine ended as the sandbox restarted = %v, want unavailable saying it restarted", err)
+	}
+	if strings.Contains(err.Error(), "gVisor") {
+		t.Errorf("a runc sandbox's restart names gVisor: %v", err)
+	}
+	c2, _, err := m.Agent(ctx, "acme", "r")
+	if err != nil || c2 == c {
+		t.Fatalf("Agent after the restart = %p, %v; want a new pipe", c2, err)
 	}
 }
