@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -44,6 +45,10 @@ type Client struct {
 	// stallCheck, when set, is asked why a call gets no response (stall.go).
 	stallCheck func(context.Context) error
 	stallAfter time.Duration
+	// endCheck, when set, is asked why the session ended under a call
+	// (stall.go); closing says Close ended it, which needs no asking.
+	endCheck func(context.Context) error
+	closing  atomic.Bool
 }
 
 // NewClient starts a session over rwc (the attach exec's stdio) and checks
@@ -269,7 +274,10 @@ func (c *Client) SetEnv(ctx context.Context, env map[string]string) error {
 func (c *Client) Done() <-chan struct{} { return c.sess.CloseChan() }
 
 // Close ends the session; processes in the sandbox keep running.
-func (c *Client) Close() error { return c.sess.Close() }
+func (c *Client) Close() error {
+	c.closing.Store(true)
+	return c.sess.Close()
+}
 
 // call runs a request/response exchange: on a kept stream when the op and
 // the daemon allow it (reuse.go), else on a fresh one.
@@ -313,7 +321,7 @@ func (c *Client) exchange(ctx context.Context, st *yamux.Stream, req *proto.Requ
 	if st == nil {
 		var err error
 		if st, err = c.sess.OpenStream(); err != nil {
-			return nil, nil, c.sessionError(err, req.Op)
+			return nil, nil, c.endedError(ctx, err, req.Op)
 		}
 	}
 	if dl, ok := ctx.Deadline(); ok {
@@ -367,7 +375,7 @@ func (c *Client) exchange(ctx context.Context, st *yamux.Stream, req *proto.Requ
 		if errors.Is(err, yamux.ErrTimeout) {
 			return nil, nil, ctxError(context.DeadlineExceeded, req.Op, own)
 		}
-		return nil, nil, c.sessionError(err, req.Op)
+		return nil, nil, c.endedError(ctx, err, req.Op)
 	}
 	st.SetDeadline(time.Time{})
 	if resp.Error != nil {
@@ -411,7 +419,7 @@ func (c *Client) writeRequest(st *yamux.Stream, req *proto.Request, raw bool) er
 }
 
 func (c *Client) sessionError(err error, op proto.Op) error {
-	if c.sess.IsClosed() || errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if c.ended(err) {
 		return errdefs.Unavailable("the sandbox agent session has ended during %s; reconnect to the sandbox and retry", op)
 	}
 	return errdefs.Internal("agent %s failed: %v", op, err)

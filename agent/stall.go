@@ -2,7 +2,13 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"io"
 	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/sandboxd/sandboxd/agent/proto"
 )
 
 // A sandbox frozen in its engine (docker pause) behind sandboxd's back
@@ -15,6 +21,9 @@ import (
 // the owner ends the call with that error message at once.
 
 const (
+	// endCheckTimeout bounds the question to the owner of why a session
+	// ended under a call.
+	endCheckTimeout = 5 * time.Second
 	// defaultStallAfter is how long a call waits for its response before
 	// the agent is pinged, and how long that ping may take.
 	defaultStallAfter = time.Second
@@ -105,4 +114,37 @@ func (c *Client) answersPing(ctx context.Context) bool {
 	case <-ctx.Done():
 		return true
 	}
+}
+
+// WithEndCheck makes a call whose session ends under it, other than by
+// Close, ask check why (as the stall check does, the client's owner reads
+// the engine): a non-nil error (the sandbox restarted, stopped or is
+// gone) ends the call instead of "the session has ended", its errdefs
+// class kept; nil leaves that. check runs on the call's goroutine, with
+// its own deadline of endCheckTimeout.
+func WithEndCheck(check func(context.Context) error) ClientOption {
+	return func(c *Client) { c.endCheck = check }
+}
+
+// endedError is sessionError for a call, explained by the owner's end
+// check when the session ended from the other side.
+func (c *Client) endedError(ctx context.Context, err error, op proto.Op) error {
+	serr := c.sessionError(err, op)
+	// Before NewClient's hello has its answer the caller explains a
+	// failure itself.
+	if c.endCheck == nil || c.hello == nil || c.closing.Load() || !c.ended(err) {
+		return serr
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endCheckTimeout)
+	defer cancel()
+	if why := c.endCheck(cctx); why != nil {
+		return why
+	}
+	return serr
+}
+
+// ended reports whether err is the session's end rather than one call's
+// failure.
+func (c *Client) ended(err error) bool {
+	return c.sess.IsClosed() || errors.Is(err, yamux.ErrSessionShutdown) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

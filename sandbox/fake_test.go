@@ -43,6 +43,7 @@ type fakeBackend struct {
 	// inspectHook, when set, runs in Inspect (under mu) and may change the
 	// box before it is returned.
 	inspectHook func(b *Info)
+	pipes       map[string][]*mutePipe // every pipe handed out, by box
 }
 
 func newFake(t *testing.T) *fakeBackend {
@@ -90,7 +91,7 @@ func (f *fakeBackend) Create(ctx context.Context, spec Spec) (Info, error) {
 	}
 	info := Info{
 		ID: id, Tenant: spec.Tenant, Conversation: spec.Conversation, Backend: "fake",
-		Image: spec.Image, State: StateRunning, CreatedAt: time.Now(), Workspace: ws, Deployment: f.dep.Name,
+		Image: spec.Image, State: StateRunning, CreatedAt: time.Now(), Started: time.Now(), Workspace: ws, Deployment: f.dep.Name,
 		Labels: map[string]string{LabelManaged: "true", LabelTenant: spec.Tenant, LabelConversation: spec.Conversation, LabelDeployment: f.dep.Name},
 	}
 	if spec.Pool != "" {
@@ -192,7 +193,87 @@ func (f *fakeBackend) AttachAgent(ctx context.Context, id string) (io.ReadWriteC
 	}
 	ours, theirs := net.Pipe()
 	go func() { _ = d.ServeConn(context.Background(), theirs) }()
-	return ours, nil
+	p := &mutePipe{Conn: ours, peer: theirs, quiet: make(chan struct{}), closed: make(chan struct{})}
+	if f.pipes == nil {
+		f.pipes = map[string][]*mutePipe{}
+	}
+	f.pipes[id] = append(f.pipes[id], p)
+	return p, nil
+}
+
+// silence makes every pipe of box id handed out so far go quiet, as an
+// engine may keep an exec's stream open after the process behind it died
+// (runsc does when its sandbox dies): nothing more arrives, what is
+// written goes nowhere, and nothing ends until the pipe is closed.
+func (f *fakeBackend) silence(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.pipes[id] {
+		p.mute()
+	}
+}
+
+// cut ends every pipe of box id handed out so far from the engine's side,
+// as an engine ends an exec's stream when the process behind it died.
+func (f *fakeBackend) cut(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.pipes[id] {
+		_ = p.peer.Close()
+	}
+}
+
+// mutePipe is a pipe end that silence can make go quiet.
+type mutePipe struct {
+	net.Conn
+	peer   net.Conn // the agent's end
+	muted  sync.Once
+	quiet  chan struct{} // closed by mute
+	closed chan struct{} // closed by Close
+	closer sync.Once
+}
+
+func (p *mutePipe) mute() {
+	p.muted.Do(func() {
+		close(p.quiet)
+		_ = p.Conn.SetDeadline(time.Now()) // ends a read in progress
+	})
+}
+
+func (p *mutePipe) isQuiet() bool {
+	select {
+	case <-p.quiet:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *mutePipe) Read(b []byte) (int, error) {
+	if !p.isQuiet() {
+		n, err := p.Conn.Read(b)
+		if !p.isQuiet() {
+			return n, err
+		}
+	}
+	<-p.closed
+	return 0, io.EOF
+}
+
+func (p *mutePipe) Write(b []byte) (int, error) {
+	if p.isQuiet() {
+		return len(b), nil
+	}
+	n, err := p.Conn.Write(b)
+	if err != nil && p.isQuiet() {
+		return len(b), nil
+	}
+	return n, err
+}
+
+func (p *mutePipe) Close() error {
+	p.closer.Do(func() { close(p.closed) })
+	return p.Conn.Close()
 }
 
 // set changes a box behind the Manager's back.

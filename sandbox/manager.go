@@ -77,11 +77,14 @@ type entry struct {
 	// checked is when the engine last said the sandbox runs (real time):
 	// a pipe handed out after stateCheck without one is checked first, so
 	// a paused or stopped sandbox fails fast instead of hanging the call.
-	checked  time.Time
-	client   *agent.Client
-	dial     *dialing // non-nil while a pipe is being opened
-	opened   bool     // a pipe was opened before, so the next one is a reconnect
-	removing bool
+	checked time.Time
+	client  *agent.Client
+	// clientStarted is the sandbox's Info.Started read as client was
+	// opened: a later start means the sandbox restarted under the pipe.
+	clientStarted time.Time
+	dial          *dialing // non-nil while a pipe is being opened
+	opened        bool     // a pipe was opened before, so the next one is a reconnect
+	removing      bool
 	// lifecycle is info's own lifecycle label, parsed by setInfo from the
 	// text in lifecycleRaw (lifecycleErr says why it did not parse), so the
 	// reaper's pass every 500 ms reads it without parsing JSON. Like every

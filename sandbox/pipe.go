@@ -65,13 +65,17 @@ func (m *Manager) agent(ctx context.Context, conversation string, find func() (*
 		}
 		e.lastUsed = m.opts.now()
 		if c := e.client; c != nil && !isDone(c) {
-			info := e.info
+			info, started := e.info, e.clientStarted
 			// A sandbox paused through the manager is read again at once:
 			// its pipe is open but its agent frozen.
 			fresh := time.Since(e.checked) < m.opts.stateCheck && info.State == StateRunning
 			m.mu.Unlock()
 			if !fresh {
-				if info, err = m.recheck(ctx, e, conversation); err != nil {
+				if info, err = m.recheck(ctx, e, started, conversation); err != nil {
+					if errors.Is(err, errRestartedUnder) {
+						m.dropPipe(e, c, "the sandbox restarted under it")
+						continue
+					}
 					if m.wakeFor(ctx, err) {
 						continue
 					}
@@ -143,7 +147,7 @@ func (m *Manager) dialer(e *entry, d *dialing) {
 		// Closed below; the waiters look again and open a new pipe.
 	default:
 		e.setInfo(info)
-		e.client = c
+		e.client, e.clientStarted = c, info.Started
 		c = nil
 		if e.opened {
 			m.reconnects++
@@ -216,7 +220,7 @@ func (m *Manager) open(ctx context.Context, id, conv string) (*agent.Client, Inf
 	if err != nil {
 		return nil, Info{}, m.dialFailed(ctx, id, conv, m.backendErr("attach to the agent of sandbox "+id, err))
 	}
-	c, err := agent.NewClient(ctx, rwc, m.stallOption(id))
+	c, err := agent.NewClient(ctx, rwc, m.stallOption(id, info.Started), m.endOption(id, info.Started))
 	if err != nil {
 		_ = rwc.Close()
 		return nil, Info{}, m.dialFailed(ctx, id, conv,
@@ -291,9 +295,10 @@ func (m *Manager) dialFailed(ctx context.Context, id, conv string, dialErr error
 }
 
 // recheck asks the engine whether e's sandbox still runs before its open
-// pipe is handed out again. An engine that cannot respond now does not fail
-// a pipe that works.
-func (m *Manager) recheck(ctx context.Context, e *entry, conv string) (Info, error) {
+// pipe, opened at the sandbox's start started, is handed out again. An
+// engine that cannot respond now does not fail a pipe that works; a
+// sandbox that restarted since the pipe opened is errRestartedUnder.
+func (m *Manager) recheck(ctx context.Context, e *entry, started time.Time, conv string) (Info, error) {
 	m.mu.Lock()
 	id, cached := e.info.ID, e.info
 	m.mu.Unlock()
@@ -306,6 +311,8 @@ func (m *Manager) recheck(ctx context.Context, e *entry, conv string) (Info, err
 	case err != nil:
 		m.log.Debug("cannot read the sandbox's state; using its open pipe", "id", id, "err", err)
 		return cached, nil
+	case restartedUnder(started, info):
+		return Info{}, errRestartedUnder
 	case info.State != StateRunning && m.asleep(info):
 		return Info{}, &errAsleep{info: info}
 	case info.State != StateRunning:
@@ -332,17 +339,23 @@ func (m *Manager) stateErr(info Info, conv string) error {
 	case StateHibernated:
 		return errdefs.FailedPrecondition("the sandbox of conversation %s is hibernated (its files are kept, its processes were stopped); resume it with POST /v1/sandboxes/%s/resume", conv, info.ID)
 	}
+	if info.Restarting {
+		return errdefs.Unavailable("the sandbox of conversation %s is restarting: its processes died and its engine is starting it again (its files are kept)%s; retry in a few seconds", conv, restartCause(info))
+	}
 	return errdefs.FailedPrecondition("the sandbox of conversation %s is no longer running (it was stopped outside sandboxd); delete it and create a new one", conv)
 }
 
-// stallOption makes a call on id's pipe that gets no response (the agent
-// does not respond to a ping either) ask the engine why: a sandbox paused,
-// stopped or removed behind sandboxd's back ends the call at once with
-// stateErr's error message instead of hanging until the session's keepalive
-// gives up. The engine's response is also kept: the next Agent call reads
-// the state again rather than hand out the pipe unchecked. An engine that
-// cannot respond, or says the sandbox runs, lets the call wait on.
-func (m *Manager) stallOption(id string) agent.ClientOption {
+// stallOption makes a call on id's pipe, opened at the sandbox's start
+// started, that gets no response (the agent does not respond to a ping
+// either) ask the engine why: a sandbox paused, stopped or removed behind
+// sandboxd's back ends the call at once with stateErr's error message
+// instead of hanging until the session's keepalive gives up, and so does
+// one that restarted under the pipe (its engine may keep such a pipe open
+// with nothing behind it: runsc does). The engine's response is also kept:
+// the next Agent call reads the state again rather than hand out the pipe
+// unchecked. An engine that cannot respond, or says the sandbox runs as
+// when the pipe opened, lets the call wait on.
+func (m *Manager) stallOption(id string, started time.Time) agent.ClientOption {
 	return agent.WithStallCheck(0, func(ctx context.Context) error {
 		m.mu.Lock()
 		conv := ""
@@ -351,12 +364,13 @@ func (m *Manager) stallOption(id string) agent.ClientOption {
 		}
 		m.mu.Unlock()
 		info, err := m.inspectOwn(ctx, id, conv)
+		restarted := err == nil && restartedUnder(started, info)
 		switch {
 		case errors.Is(err, errdefs.ErrNotFound):
 			return err
 		case err != nil:
 			return nil
-		case info.State == StateRunning:
+		case info.State == StateRunning && !restarted:
 			return nil
 		}
 		m.mu.Lock()
@@ -364,9 +378,104 @@ func (m *Manager) stallOption(id string) agent.ClientOption {
 			e.checked = time.Time{}
 		}
 		m.mu.Unlock()
+		if restarted {
+			m.log.Warn("a call on the agent pipe got no answer: the sandbox restarted under it", "id", id, "conversation", conv, "state", info.State, "runtime", RuntimeOf(info))
+			return restartedErr(info, conv)
+		}
 		m.log.Info("a call on the agent pipe got no answer: the sandbox no longer runs", "id", id, "conversation", conv, "state", info.State)
 		return m.stateErr(info, conv)
 	})
+}
+
+// endOption makes a call whose session on id's pipe (opened at the
+// sandbox's start started) ended under it ask the engine why, as
+// stallOption does, and end with that: an engine may end the pipe of a
+// sandbox that died a moment before it reports the death, so a sandbox
+// still said to run as before is read again for up to dialSettle. The
+// next Agent call then reads the state again.
+func (m *Manager) endOption(id string, started time.Time) agent.ClientOption {
+	return agent.WithEndCheck(func(ctx context.Context) error {
+		m.mu.Lock()
+		conv := ""
+		if e := m.byID[id]; e != nil {
+			conv = e.info.Conversation
+		}
+		m.mu.Unlock()
+		settle := time.Now().Add(dialSettle)
+		for {
+			info, err := m.inspectOwn(ctx, id, conv)
+			switch {
+			case errors.Is(err, errdefs.ErrNotFound):
+				return err
+			case err != nil:
+				return nil
+			case restartedUnder(started, info) || info.State != StateRunning:
+				m.mu.Lock()
+				if e := m.byID[id]; e != nil {
+					e.checked = time.Time{}
+				}
+				m.mu.Unlock()
+				m.log.Info("the agent pipe ended under a call: the sandbox no longer runs as it did", "id", id, "conversation", conv, "state", info.State, "runtime", RuntimeOf(info))
+				if restartedUnder(started, info) {
+					return restartedErr(info, conv)
+				}
+				return m.stateErr(info, conv)
+			case time.Now().After(settle):
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(dialSettle / 10):
+			}
+		}
+	})
+}
+
+// restartedErr says that info's sandbox restarted under a call.
+func restartedErr(info Info, conv string) error {
+	return errdefs.Unavailable("the sandbox of conversation %s restarted during this call: its processes died, this call's command with them, and its engine started it again (its files are kept)%s; check what the call had done, then retry", conv, restartCause(info))
+}
+
+// errRestartedUnder is recheck's word that the sandbox restarted after
+// its open pipe was opened: the pipe leads nowhere and is replaced.
+var errRestartedUnder = errors.New("the sandbox restarted under its agent pipe")
+
+// restartedUnder reports whether info, just read from the engine, shows
+// that the sandbox stopped or started again after a pipe was opened at
+// its start started (zero: unknown, never a restart).
+func restartedUnder(started time.Time, info Info) bool {
+	if started.IsZero() {
+		return false
+	}
+	return info.Restarting || info.Started.After(started)
+}
+
+// restartCause names the likely cause of a restart the user can act on:
+// under gVisor the sandbox's limits count gVisor's own kernel, so reaching
+// one stops the whole sandbox.
+func restartCause(info Info) string {
+	if RuntimeOf(info) != RuntimeGVisor {
+		return ""
+	}
+	return "; under gVisor the sandbox's pids and memory limits count gVisor's own kernel, so reaching one stops the whole sandbox: give it more, or run fewer processes at once"
+}
+
+// dropPipe closes c, e's pipe, so that the next Agent call opens a new
+// one (counted as a reconnect); a pipe replaced meanwhile is left alone.
+func (m *Manager) dropPipe(e *entry, c *agent.Client, why string) {
+	m.mu.Lock()
+	ours := e.client == c
+	if ours {
+		e.client = nil
+	}
+	id, conv := e.info.ID, e.info.Conversation
+	m.mu.Unlock()
+	if !ours {
+		return
+	}
+	_ = c.Close()
+	m.log.Info("agent pipe dropped", "id", id, "conversation", conv, "reason", why)
 }
 
 // watch waits for c to end and clears it from e, so that the next Agent

@@ -124,7 +124,7 @@ func (m *Manager) handOver(ctx context.Context, claimer Claimer, w warm, spec Sp
 	e := m.insertLocked(info)
 	e.lastUsed = m.opts.now()
 	if c != nil && !m.closed {
-		e.client = c
+		e.client, e.clientStarted = c, w.info.Started
 		e.opened = true
 		e.checked = time.Now()
 		m.opts.observer.PipeOpened(m.name)

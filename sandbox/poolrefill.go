@@ -91,7 +91,7 @@ func (m *Manager) attachWarm(ctx context.Context, info Info) (*agent.Client, err
 	if err != nil {
 		return nil, m.backendErr("attach to the agent of pool sandbox "+info.ID, err)
 	}
-	c, err := agent.NewClient(ctx, rwc, m.stallOption(info.ID))
+	c, err := agent.NewClient(ctx, rwc, m.stallOption(info.ID, info.Started), m.endOption(info.ID, info.Started))
 	if err != nil {
 		_ = rwc.Close()
 		return nil, errdefs.Unavailable("the agent in pool sandbox %s did not answer: %v", info.ID, err)

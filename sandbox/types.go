@@ -134,6 +134,14 @@ type Info struct {
 	CreatedAt  time.Time
 	Workspace  string // absolute workspace root as the agent sees it
 	Labels     map[string]string
+	// Started is when the engine last started the sandbox's main process,
+	// where it says (zero otherwise). A later value than the one read when
+	// a pipe was opened means the sandbox restarted under that pipe, whose
+	// other end is gone with the processes it had.
+	Started time.Time
+	// Restarting says the sandbox stopped and its engine is starting it
+	// again by its restart policy (its main process died).
+	Restarting bool
 }
 
 // Backend creates, finds, removes and execs into sandboxes.

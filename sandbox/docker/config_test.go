@@ -111,10 +111,17 @@ func TestContainerConfigRuntimeAndReadOnlyRoot(t *testing.T) {
 	if hc.Runtime != "runsc" || cfg.Labels[sandbox.LabelRuntime] != "gvisor" {
 		t.Errorf("gvisor: engine runtime %q, label %q; want runsc, gvisor", hc.Runtime, cfg.Labels[sandbox.LabelRuntime])
 	}
+	if want := DefaultResources.Pids + GVisorPidsAllowance; hc.PidsLimit == nil || *hc.PidsLimit != want {
+		t.Errorf("gvisor: engine pids limit %v, want the default and gVisor's allowance, %d", hc.PidsLimit, want)
+	}
 	if !hc.ReadonlyRootfs || hc.Tmpfs["/tmp"] == "" || cfg.Labels[sandbox.LabelReadOnlyRoot] != "true" {
 		t.Errorf("read-only root: %v, tmpfs %v, label %q", hc.ReadonlyRootfs, hc.Tmpfs, cfg.Labels[sandbox.LabelReadOnlyRoot])
 	}
 	if home := hc.Mounts[len(hc.Mounts)-1]; home.Type != mount.TypeVolume || home.Target != Home || home.ReadOnly {
 		t.Errorf("home mount %+v, want a writable anonymous volume at %s", home, Home)
+	}
+	_, hc = b.containerConfig("abc123abc123", "img:1", sandbox.Spec{Runtime: sandbox.RuntimeGVisor, Resources: sandbox.Resources{Pids: 128}})
+	if want := 128 + int64(GVisorPidsAllowance); hc.PidsLimit == nil || *hc.PidsLimit != want {
+		t.Errorf("gvisor with pids 128: engine pids limit %v, want %d", hc.PidsLimit, want)
 	}
 }

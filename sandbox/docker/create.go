@@ -131,6 +131,9 @@ func (b *Backend) containerConfig(id, img string, spec sandbox.Spec) (*container
 		r.Pids = b.defaults.Pids
 	}
 	pids := r.Pids
+	if spec.Runtime == sandbox.RuntimeGVisor {
+		pids += GVisorPidsAllowance
+	}
 	hc := &container.HostConfig{
 		NetworkMode: container.NetworkMode(network),
 		Mounts: []mount.Mount{

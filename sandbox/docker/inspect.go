@@ -183,6 +183,10 @@ func infoOf(c container.InspectResponse) sandbox.Info {
 	}
 	i := info(c.ID, c.Name, img, mapStateOf(c), created, labels)
 	i.StateSince = stateSince(c)
+	if c.State != nil {
+		i.Started = engineTime(c.State.StartedAt)
+		i.Restarting = c.State.Restarting
+	}
 	return i
 }
 

@@ -235,6 +235,12 @@ func stateSince(c container.InspectResponse) time.Time {
 	if c.State.Running {
 		at = c.State.StartedAt
 	}
+	return engineTime(at)
+}
+
+// engineTime parses one of the engine's state times; the engine writes
+// the zero time of year 1 for one that has not happened.
+func engineTime(at string) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, at)
 	if err != nil || t.Year() < 2000 {
 		return time.Time{}

@@ -15,6 +15,18 @@ import (
 // key under "runtimes" in /etc/docker/daemon.json).
 const DefaultGVisorRuntime = "runsc"
 
+// GVisorPidsAllowance is added to a gVisor sandbox's pids limit in the
+// engine, for gVisor's own kernel, which that limit counts: runsc's
+// sentry and gofer threads, and (runsc's ptrace platform) one host thread
+// per process of the sandbox for each kernel thread that ever ran it,
+// never given back. With only the agent at work a gVisor sandbox reaches
+// about 250 host pids after a few calls (runsc 0.0~20221219); the kernel
+// panics the moment it cannot make a thread, and the engine starts the
+// sandbox again with its processes gone. So without the allowance a
+// limit such as 128 stops the whole sandbox in ordinary use, typically
+// when a resume after a pause wakes every process at once.
+const GVisorPidsAllowance = 384
+
 // Home is the home directory of the sandbox image's root account.
 const Home = "/root"
 
