@@ -215,6 +215,12 @@ func (b *Backend) specOpts(img containerd.Image, ws string, spec sandbox.Spec) [
 		caps = append(caps, "CAP_"+strings.TrimPrefix(strings.ToUpper(c), "CAP_"))
 	}
 	mem := uint64(r.MemoryMB) << 20
+	pids := r.Pids
+	if spec.Runtime == sandbox.RuntimeGVisor {
+		// gVisor's own host threads count in the cgroup (docker's
+		// GVisorPidsAllowance says how many, and why).
+		pids += docker.GVisorPidsAllowance
+	}
 	opts := []oci.SpecOpts{
 		oci.WithImageConfig(img),
 		// The agent is PID 1 so that it reaps every orphan in the sandbox,
@@ -233,7 +239,7 @@ func (b *Backend) specOpts(img containerd.Image, ws string, spec sandbox.Spec) [
 		oci.WithCPUCFS(int64(r.CPUs*cfsPeriod), cfsPeriod),
 		oci.WithMemoryLimit(mem),
 		withMemorySwap(int64(mem)), // no swap beyond the limit
-		oci.WithPidsLimit(r.Pids),
+		oci.WithPidsLimit(pids),
 		oci.WithCapabilities(caps),
 	}
 	if !spec.Setuid {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sandboxd/sandboxd/errdefs"
 	"github.com/sandboxd/sandboxd/sandbox"
+	"github.com/sandboxd/sandboxd/sandbox/docker"
 	"github.com/sandboxd/sandboxd/sandbox/sandboxtest"
 )
 
@@ -166,11 +168,13 @@ func TestGVisorSandbox(t *testing.T) {
 		t.Fatalf("no runsc process for the gVisor sandbox; the test looks in the wrong place")
 	}
 	// The limits hold on gVisor's host processes, where the operator reads
-	// them: inside, gVisor shows its own kernel's view.
+	// them: inside, gVisor shows its own kernel's view. The pids limit has
+	// room for gVisor's own threads on top.
+	pidsMax := strconv.Itoa(500 + docker.GVisorPidsAllowance)
 	for file, want := range map[string]string{
 		"memory/memory.limit_in_bytes": "314572800", "memory.max": "314572800",
 		"cpu/cpu.cfs_quota_us": "50000", "cpu.max": "50000 100000",
-		"pids/pids.max": "500", "pids.max": "500",
+		"pids/pids.max": pidsMax, "pids.max": pidsMax,
 	} {
 		if got, ok := hostCgroup(t, b, gv.ID, file); ok && got != want {
 			t.Errorf("the gVisor sandbox's host cgroup %s = %s, want %s", file, got, want)
