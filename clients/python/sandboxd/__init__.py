@@ -25,6 +25,8 @@ from .errors import (
 from .streams import QuestionStream, ToolStream
 from .types import (
     AnswerResult,
+    AuditPage,
+    AuditRecord,
     Block,
     EgressLayer,
     EgressRecord,
@@ -52,6 +54,8 @@ __all__ = [
     "DEFAULT_STREAM_IDLE_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "AnswerResult",
+    "AuditPage",
+    "AuditRecord",
     "Block",
     "Client",
     "Conflict",

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from ._http import LineReader, Transport, read_body
 from .errors import Internal, InvalidArgument, error_from_answer
 from .streams import QuestionStream, ToolStream
 from .types import (
     AnswerResult,
+    AuditPage,
+    AuditRecord,
     EgressRecord,
     Lifecycle,
     NetworkStatus,
@@ -294,9 +297,13 @@ class Client:
         the sandbox. Returns the snapshot they started from, the sandboxes
         made, and (conversation, error message) for each copy that failed."""
         path = "/v1/sandboxes/" + _q(sandbox_id) + "/fork"
-        d = self._do("POST", path, {"conversations": list(conversations)}, want=201, timeout=timeout)
-        failed = [(str(f.get("conversation", "")), str((f.get("error") or {}).get("message", ""))) for f in d.get("failed") or []]
-        return Snapshot.from_json(d.get("snapshot") or {}), [Sandbox.from_json(x) for x in d.get("sandboxes") or []], failed
+        d = cast(Mapping[str, Any], self._do("POST", path, {"conversations": list(conversations)}, want=201, timeout=timeout) or {})
+        failed: List[Tuple[str, str]] = []
+        for f in self._list(d.get("failed")):
+            err = cast(Mapping[str, Any], f.get("error") or {})
+            failed.append((str(f.get("conversation", "")), str(err.get("message", ""))))
+        snap = cast(Mapping[str, Any], d.get("snapshot") or {})
+        return Snapshot.from_json(snap), [Sandbox.from_json(x) for x in self._list(d.get("sandboxes"))], failed
 
     def _lifecycle(self, sandbox_id: str, verb: str, timeout: Optional[float]) -> Sandbox:
         path = "/v1/sandboxes/" + _q(sandbox_id) + "/" + verb
@@ -339,6 +346,72 @@ class Client:
                 raise InvalidArgument(f"limit is {limit!r}; pass a whole number from 1 to 1000, or None for the default", status=0)
             path += "?limit=" + str(limit)
         return [EgressRecord.from_json(d) for d in self._list(self._do("GET", path, want=200, timeout=timeout))]
+
+    # --- audit -------------------------------------------------------------
+
+    def audit(
+        self,
+        *,
+        since: Optional[_dt.datetime] = None,
+        until: Optional[_dt.datetime] = None,
+        run: Optional[str] = None,
+        sandbox: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> AuditPage:
+        """One page of the tenant's audit record, oldest first: requests,
+        tool calls and lifecycle events, narrowed by the actions' start
+        (``since`` inclusive, ``until`` exclusive; aware datetimes), a run,
+        a sandbox; ``limit`` 1 to 1000 (sandboxd's default is 100). Pass the
+        page's ``next`` as ``cursor`` for the next one, or use
+        ``audit_records``."""
+        q: Dict[str, str] = {}
+        for name, t in (("since", since), ("until", until)):
+            if t is None:
+                continue
+            v = cast(object, t)  # the hint is not checked at run time
+            if not isinstance(v, _dt.datetime) or v.tzinfo is None:
+                raise InvalidArgument(f"{name} is {t!r}; pass a datetime with its time zone (datetime.timezone.utc)", status=0)
+            q[name] = t.astimezone(_dt.timezone.utc).isoformat().replace("+00:00", "Z")
+        if limit is not None:
+            n = cast(object, limit)  # the hint is not checked at run time
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise InvalidArgument(f"limit is {limit!r}; pass a whole number from 1 to 1000, or None for the default", status=0)
+            q["limit"] = str(limit)
+        for name, v in (("run", run), ("sandbox", sandbox), ("cursor", cursor)):
+            if v:
+                q[name] = v
+        path = "/v1/audit" + ("?" + urllib.parse.urlencode(q) if q else "")
+        d = self._do("GET", path, want=200, timeout=timeout)
+        if not isinstance(d, dict):
+            raise Internal(f"GET {path}: the answer is not an audit page", status=200)
+        page = cast(Mapping[str, Any], d)
+        return AuditPage(
+            records=[AuditRecord.from_json(r) for r in self._list(page.get("records"))],
+            next=str(page.get("next") or ""),
+            unreached=[str(u) for u in cast(List[Any], page.get("unreached") or [])],
+        )
+
+    def audit_records(
+        self,
+        *,
+        since: Optional[_dt.datetime] = None,
+        until: Optional[_dt.datetime] = None,
+        run: Optional[str] = None,
+        sandbox: Optional[str] = None,
+        page_size: int = 1000,
+        timeout: Optional[float] = None,
+    ) -> Iterator[AuditRecord]:
+        """Every audit record the filters select, oldest first, a page of
+        ``page_size`` at a time."""
+        cursor: Optional[str] = None
+        while True:
+            page = self.audit(since=since, until=until, run=run, sandbox=sandbox, limit=page_size, cursor=cursor, timeout=timeout)
+            yield from page.records
+            if not page.next:
+                return
+            cursor = page.next
 
     # --- runs --------------------------------------------------------------
 

@@ -262,6 +262,76 @@ class EgressRecord:
 
 
 @dataclass(frozen=True)
+class AuditRecord:
+    """One line of sandboxd's audit record: an API request (``kind`` api,
+    ``action`` its route), a tool call (tool, the tool's name) or a
+    lifecycle event (event, its type such as sandbox.paused or
+    egress.denied). ``token_id`` is a short hash of the token, never the
+    token; ``args_sha256`` and ``args_bytes`` describe the arguments without
+    them; ``prev`` is the SHA-256 of the record before it in its replica's
+    chain."""
+
+    seq: int
+    time: Optional[_dt.datetime]
+    kind: str
+    action: str
+    outcome: str
+    replica: str = ""
+    prev: str = ""
+    tenant: str = ""
+    token_id: str = ""
+    request_id: str = ""
+    run: str = ""
+    conversation: str = ""
+    sandbox: str = ""
+    route: str = ""
+    level: str = ""
+    args_sha256: str = ""
+    args_bytes: int = 0
+    status: int = 0
+    duration_ms: float = 0.0
+    approval: str = ""
+    detail: str = ""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "AuditRecord":
+        return cls(
+            seq=int(d.get("seq") or 0),
+            time=parse_time(d.get("time")),
+            kind=str(d.get("kind", "")),
+            action=str(d.get("action", "")),
+            outcome=str(d.get("outcome", "")),
+            replica=str(d.get("replica", "")),
+            prev=str(d.get("prev", "")),
+            tenant=str(d.get("tenant", "")),
+            token_id=str(d.get("token_id", "")),
+            request_id=str(d.get("request_id", "")),
+            run=str(d.get("run", "")),
+            conversation=str(d.get("conversation", "")),
+            sandbox=str(d.get("sandbox", "")),
+            route=str(d.get("route", "")),
+            level=str(d.get("level", "")),
+            args_sha256=str(d.get("args_sha256", "")),
+            args_bytes=int(d.get("args_bytes") or 0),
+            status=int(d.get("status") or 0),
+            duration_ms=float(d.get("duration_ms") or 0),
+            approval=str(d.get("approval", "")),
+            detail=str(d.get("detail", "")),
+        )
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    """A page of ``Client.audit``: its records, oldest first; ``next`` is
+    the cursor of the next page ("" on the last); ``unreached`` names the
+    replicas that did not answer (their records come on a later page)."""
+
+    records: List[AuditRecord]
+    next: str = ""
+    unreached: List[str] = field(default_factory=list[str])
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     """A tool definition ready to hand to a model."""
 

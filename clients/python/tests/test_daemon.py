@@ -108,6 +108,22 @@ class AgainstDaemon(unittest.TestCase):
         self.assertFalse(r.is_error, r.text)
         self.assertIn("hello from python", r.text)
 
+    def test_audit_records_a_runs_calls(self) -> None:
+        run = self.client.create_run(self.conversation)
+        try:
+            for i in range(3):
+                w = self.client.call_tool(run.id, "write", {"path": f"audit/{i}.txt", "content": "secret-marker\n"})
+                self.assertFalse(w.is_error, w.text)
+            recs = list(self.client.audit_records(run=run.id, page_size=2))
+        finally:
+            self.client.delete_run(run.id)
+        tools = [r for r in recs if r.kind == "tool"]
+        self.assertEqual([(r.action, r.level, r.outcome) for r in tools], [("write", "write", "ok")] * 3, recs)
+        self.assertEqual([r.sandbox for r in tools], [self.sandbox.id] * 3)
+        self.assertTrue(all(len(r.args_sha256) == 64 and r.token_id for r in tools), tools)
+        self.assertEqual(sorted(r.seq for r in recs), [r.seq for r in recs])
+        self.assertIn("run.created", [r.action for r in recs if r.kind == "event"])
+
     def test_shell_output_streams_before_the_result(self) -> None:
         events: List[sandboxd.ToolStreamEvent] = []
         with self.client.stream_tool(self.agent_run.id, "shell", {"command": "echo first; sleep 2; echo second"}) as stream:

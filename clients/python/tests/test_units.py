@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import unittest
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 # The checkout's package, however the tests are discovered.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -290,6 +290,37 @@ class SandboxRuntime(unittest.TestCase):
         self.assertEqual((s.runtime, s.read_only_root), ("gvisor", True))
         old = Sandbox.from_json({"id": "b"})
         self.assertEqual((old.runtime, old.read_only_root), ("", False))
+
+
+
+class Audit(unittest.TestCase):
+    def test_pages_follow_the_cursor_with_the_filters(self) -> None:
+        rec = {"seq": 7, "prev": "ab", "time": "2026-12-06T09:00:00Z", "replica": "r1", "kind": "event", "tenant": "acme",
+               "sandbox": "sb_1", "action": "egress.denied", "args_bytes": 0, "outcome": "denied", "duration_ms": 0.5,
+               "detail": "connect example.com:443: no rule allows it", "later": "unknown to this client"}
+        c, fake = _client((200, {"records": [rec], "next": "Y3Vy"}), (200, {"records": [{**rec, "seq": 8}]}))
+        since = datetime.datetime(2026, 12, 6, 10, 0, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))
+        got = list(c.audit_records(since=since, sandbox="sb_1", page_size=1))
+        self.assertEqual([r.seq for r in got], [7, 8])
+        self.assertEqual(fake.sent[0][:2], ("GET", "/v1/audit?since=2026-12-06T09%3A00%3A00Z&limit=1&sandbox=sb_1"))
+        self.assertEqual(fake.sent[1][:2], ("GET", "/v1/audit?since=2026-12-06T09%3A00%3A00Z&limit=1&sandbox=sb_1&cursor=Y3Vy"))
+        first = got[0]
+        self.assertEqual((first.kind, first.action, first.outcome, first.detail, first.replica, first.duration_ms),
+                         ("event", "egress.denied", "denied", "connect example.com:443: no rule allows it", "r1", 0.5))
+        self.assertEqual(first.time, datetime.datetime(2026, 12, 6, 9, 0, tzinfo=datetime.timezone.utc))
+
+    def test_bad_arguments_are_refused_before_sending(self) -> None:
+        c, fake = _client()
+        with self.assertRaises(sandboxd.InvalidArgument):
+            c.audit(since=datetime.datetime(2026, 12, 6))  # no time zone
+        with self.assertRaises(sandboxd.InvalidArgument):
+            c.audit(limit=cast(int, "10"))
+        self.assertEqual(fake.sent, [])
+
+    def test_unreached_replicas_are_read(self) -> None:
+        c, _ = _client((200, {"records": [], "next": "bQ", "unreached": ["sandboxd-2"]}))
+        page = c.audit()
+        self.assertEqual((page.records, page.next, page.unreached), ([], "bQ", ["sandboxd-2"]))
 
 
 if __name__ == "__main__":
