@@ -357,33 +357,8 @@ func (m *Manager) stateErr(info Info, conv string) error {
 // when the pipe opened, lets the call wait on.
 func (m *Manager) stallOption(id string, started time.Time) agent.ClientOption {
 	return agent.WithStallCheck(0, func(ctx context.Context) error {
-		m.mu.Lock()
-		conv := ""
-		if e := m.byID[id]; e != nil {
-			conv = e.info.Conversation
-		}
-		m.mu.Unlock()
-		info, err := m.inspectOwn(ctx, id, conv)
-		restarted := err == nil && restartedUnder(started, info)
-		switch {
-		case errors.Is(err, errdefs.ErrNotFound):
-			return err
-		case err != nil:
-			return nil
-		case info.State == StateRunning && !restarted:
-			return nil
-		}
-		m.mu.Lock()
-		if e := m.byID[id]; e != nil {
-			e.checked = time.Time{}
-		}
-		m.mu.Unlock()
-		if restarted {
-			m.log.Warn("a call on the agent pipe got no answer: the sandbox restarted under it", "id", id, "conversation", conv, "state", info.State, "runtime", RuntimeOf(info))
-			return restartedErr(info, conv)
-		}
-		m.log.Info("a call on the agent pipe got no answer: the sandbox no longer runs", "id", id, "conversation", conv, "state", info.State)
-		return m.stateErr(info, conv)
+		why, _ := m.whyNoAnswer(ctx, id, started, "a call on the agent pipe got no answer")
+		return why
 	})
 }
 
@@ -395,33 +370,11 @@ func (m *Manager) stallOption(id string, started time.Time) agent.ClientOption {
 // next Agent call then reads the state again.
 func (m *Manager) endOption(id string, started time.Time) agent.ClientOption {
 	return agent.WithEndCheck(func(ctx context.Context) error {
-		m.mu.Lock()
-		conv := ""
-		if e := m.byID[id]; e != nil {
-			conv = e.info.Conversation
-		}
-		m.mu.Unlock()
 		settle := time.Now().Add(dialSettle)
 		for {
-			info, err := m.inspectOwn(ctx, id, conv)
-			switch {
-			case errors.Is(err, errdefs.ErrNotFound):
-				return err
-			case err != nil:
-				return nil
-			case restartedUnder(started, info) || info.State != StateRunning:
-				m.mu.Lock()
-				if e := m.byID[id]; e != nil {
-					e.checked = time.Time{}
-				}
-				m.mu.Unlock()
-				m.log.Info("the agent pipe ended under a call: the sandbox no longer runs as it did", "id", id, "conversation", conv, "state", info.State, "runtime", RuntimeOf(info))
-				if restartedUnder(started, info) {
-					return restartedErr(info, conv)
-				}
-				return m.stateErr(info, conv)
-			case time.Now().After(settle):
-				return nil
+			why, known := m.whyNoAnswer(ctx, id, started, "the agent pipe ended under a call")
+			if why != nil || !known || time.Now().After(settle) {
+				return why
 			}
 			select {
 			case <-ctx.Done():
@@ -430,6 +383,42 @@ func (m *Manager) endOption(id string, started time.Time) agent.ClientOption {
 			}
 		}
 	})
+}
+
+// whyNoAnswer asks the engine about sandbox id for a call on its pipe,
+// opened at the sandbox's start started, that got no answer (what says
+// how). why is the error message the call ends with: the engine's not
+// found, or that the sandbox restarted or no longer runs — then the next
+// Agent call reads the state again. It is nil while the sandbox runs as
+// when the pipe opened (known) or when the engine cannot say (!known).
+func (m *Manager) whyNoAnswer(ctx context.Context, id string, started time.Time, what string) (why error, known bool) {
+	m.mu.Lock()
+	conv := ""
+	if e := m.byID[id]; e != nil {
+		conv = e.info.Conversation
+	}
+	m.mu.Unlock()
+	info, err := m.inspectOwn(ctx, id, conv)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return err, true
+	case err != nil:
+		return nil, false
+	}
+	restarted := restartedUnder(started, info)
+	if info.State == StateRunning && !restarted {
+		return nil, true
+	}
+	m.mu.Lock()
+	if e := m.byID[id]; e != nil {
+		e.checked = time.Time{}
+	}
+	m.mu.Unlock()
+	m.log.Info(what+": the sandbox no longer runs as it did", "id", id, "conversation", conv, "state", info.State, "runtime", RuntimeOf(info), "restarted", restarted)
+	if restarted {
+		return restartedErr(info, conv), true
+	}
+	return m.stateErr(info, conv), true
 }
 
 // restartedErr says that info's sandbox restarted under a call.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxd/sandboxd/agent"
 	"github.com/sandboxd/sandboxd/agent/proto"
 	"github.com/sandboxd/sandboxd/errdefs"
 )
@@ -42,14 +43,22 @@ func TestRestartUnderThePipe(t *testing.T) {
 	if !strings.Contains(err.Error(), "gVisor") {
 		t.Errorf("the restart of a gVisor sandbox does not name gVisor's limits: %v", err)
 	}
-	c2, _, err := m.Agent(ctx, "acme", "r")
+	newPipeWorks(t, m, info, c)
+}
+
+// newPipeWorks checks that Agent, after info's sandbox restarted under
+// pipe old, hands out another pipe and that a call on it works.
+func newPipeWorks(t *testing.T, m *Manager, info Info, old *agent.Client) {
+	t.Helper()
+	ctx := testCtx(t)
+	c, _, err := m.Agent(ctx, info.Tenant, info.Conversation)
 	if err != nil {
 		t.Fatalf("Agent after the restart = %v", err)
 	}
-	if c2 == c {
+	if c == old {
 		t.Fatal("Agent handed out the pipe the sandbox restarted under")
 	}
-	if _, err := c2.Stat(ctx, &proto.StatRequest{Root: info.Workspace, Path: "."}); err != nil {
+	if _, err := c.Stat(ctx, &proto.StatRequest{Root: info.Workspace, Path: "."}); err != nil {
 		t.Errorf("a call on the new pipe = %v", err)
 	}
 }
@@ -83,16 +92,7 @@ func TestIdlePipeReplacedAfterRestart(t *testing.T) {
 	}
 	// Started again: a new pipe, which works.
 	f.set(info.ID, func(i *Info) { i.State, i.Restarting, i.Started = StateRunning, false, i.Started.Add(time.Second) })
-	c2, _, err := m.Agent(ctx, "acme", "r")
-	if err != nil {
-		t.Fatalf("Agent after the restart = %v", err)
-	}
-	if c2 == c {
-		t.Fatal("Agent handed out the pipe the sandbox restarted under")
-	}
-	if _, err := c2.Stat(ctx, &proto.StatRequest{Root: info.Workspace, Path: "."}); err != nil {
-		t.Errorf("the first call after the restart = %v", err)
-	}
+	newPipeWorks(t, m, info, c)
 	if _, _, reconnected := obs.get(); reconnected != 1 {
 		t.Errorf("%d reconnects counted, want 1", reconnected)
 	}
